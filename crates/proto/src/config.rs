@@ -1,0 +1,237 @@
+//! The cluster configuration: what the quorum role stores and every node reads.
+//!
+//! It changes rarely and is small; clients fetch it whole and cache it by
+//! `epoch`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{FsId, NodeId, NsdId, ShardId, Timespec};
+
+/// Version of the on-disk formats (configuration, NSD labels, chunk files,
+/// metadata records). A data directory of another format is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    pub format_version: u32,
+    /// Incremented by every change.
+    pub epoch: u64,
+    /// Random, fixed at `cluster init`; hex.
+    pub cluster_id: String,
+    pub name: String,
+    pub nodes: Vec<NodeInfo>,
+    pub nsds: Vec<NsdInfo>,
+    pub filesystems: Vec<FsInfo>,
+}
+
+impl ClusterConfig {
+    pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+    pub fn nsd(&self, id: NsdId) -> Option<&NsdInfo> {
+        self.nsds.iter().find(|n| n.id == id)
+    }
+    pub fn filesystem(&self, name: &str) -> Option<&FsInfo> {
+        self.filesystems.iter().find(|f| f.name == name)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: NodeId,
+    pub name: String,
+    /// `host:port` where the node's services listen.
+    pub addr: String,
+    pub roles: Roles,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roles {
+    pub quorum: bool,
+    pub meta: bool,
+    pub nsd: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Usage {
+    DataAndMetadata,
+    DataOnly,
+    MetadataOnly,
+}
+
+impl Usage {
+    pub fn holds_data(self) -> bool {
+        !matches!(self, Usage::MetadataOnly)
+    }
+    pub fn holds_metadata(self) -> bool {
+        !matches!(self, Usage::DataOnly)
+    }
+    pub fn as_gpfs(self) -> &'static str {
+        match self {
+            Usage::DataAndMetadata => "dataAndMetadata",
+            Usage::DataOnly => "dataOnly",
+            Usage::MetadataOnly => "metadataOnly",
+        }
+    }
+}
+
+/// Whether an NSD answers (status) and whether new data may go to it (availability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DiskStatus {
+    Up,
+    Down,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Availability {
+    Ready,
+    Suspended,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsdInfo {
+    pub id: NsdId,
+    pub name: String,
+    /// The node that serves it.
+    pub node: NodeId,
+    /// A directory path on that node.
+    pub device: String,
+    pub failure_group: u32,
+    pub usage: Usage,
+    pub pool: String,
+    /// Capacity in bytes the NSD offers.
+    pub size: u64,
+    pub status: DiskStatus,
+    pub availability: Availability,
+}
+
+/// An ordered list of NSDs in distinct failure groups; R = data replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chain {
+    pub nsds: Vec<NsdId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainTable {
+    pub pool: String,
+    pub version: u64,
+    pub chains: Vec<Chain>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    pub id: ShardId,
+    pub node: NodeId,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsInfo {
+    pub id: FsId,
+    pub name: String,
+    pub block_size: u32,
+    pub subblock_size: u32,
+    pub inode_size: u32,
+    pub default_meta_replicas: u8,
+    pub max_meta_replicas: u8,
+    pub default_data_replicas: u8,
+    pub max_data_replicas: u8,
+    /// "cluster" or "scatter", as GPFS `-j`.
+    pub allocation: String,
+    pub created: Timespec,
+    pub format_version: u32,
+    pub max_inodes: u64,
+    pub data_in_inode: bool,
+    pub shards: Vec<ShardInfo>,
+    pub chain_tables: Vec<ChainTable>,
+}
+
+impl FsInfo {
+    pub fn chain_table(&self, pool: &str) -> Option<&ChainTable> {
+        self.chain_tables.iter().find(|t| t.pool == pool)
+    }
+}
+
+/// Builds a pool's chain table: `replicas` NSDs per chain, each chain's members
+/// in distinct failure groups, every NSD heading the same number of chains.
+/// Returns `None` when there are fewer failure groups than replicas.
+pub fn plan_chain_table(
+    pool: &str,
+    version: u64,
+    nsds: &[NsdInfo],
+    replicas: usize,
+) -> Option<ChainTable> {
+    let members: Vec<&NsdInfo> = nsds
+        .iter()
+        .filter(|n| n.pool == pool && n.usage.holds_data())
+        .collect();
+    if members.is_empty() || replicas == 0 {
+        return None;
+    }
+    let mut chains = Vec::with_capacity(members.len());
+    for (i, head) in members.iter().enumerate() {
+        let mut chain = vec![head.id];
+        let mut groups = vec![head.failure_group];
+        for step in 1..members.len() {
+            if chain.len() == replicas {
+                break;
+            }
+            let cand = members[(i + step) % members.len()];
+            if !groups.contains(&cand.failure_group) {
+                chain.push(cand.id);
+                groups.push(cand.failure_group);
+            }
+        }
+        if chain.len() < replicas {
+            return None;
+        }
+        chains.push(Chain { nsds: chain });
+    }
+    Some(ChainTable {
+        pool: pool.to_string(),
+        version,
+        chains,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nsd(id: u32, fg: u32) -> NsdInfo {
+        NsdInfo {
+            id,
+            name: format!("nsd{id}"),
+            node: 1,
+            device: String::new(),
+            failure_group: fg,
+            usage: Usage::DataAndMetadata,
+            pool: "system".into(),
+            size: 1 << 30,
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        }
+    }
+
+    #[test]
+    fn one_replica_one_chain_per_nsd() {
+        let nsds: Vec<_> = (1..=4).map(|i| nsd(i, i)).collect();
+        let t = plan_chain_table("system", 1, &nsds, 1).unwrap();
+        assert_eq!(t.chains.len(), 4);
+        assert!(t.chains.iter().all(|c| c.nsds.len() == 1));
+    }
+
+    #[test]
+    fn replicas_go_to_distinct_failure_groups() {
+        let nsds = vec![nsd(1, 1), nsd(2, 1), nsd(3, 2), nsd(4, 2)];
+        let t = plan_chain_table("system", 1, &nsds, 2).unwrap();
+        for c in &t.chains {
+            let fgs: Vec<u32> = c
+                .nsds
+                .iter()
+                .map(|id| nsds[*id as usize - 1].failure_group)
+                .collect();
+            assert_ne!(fgs[0], fgs[1]);
+        }
+        assert!(plan_chain_table("system", 1, &nsds, 3).is_none());
+    }
+}

@@ -1,0 +1,84 @@
+//! Errors: [`ProtoError`] for malformed frames and bodies (the connection is
+//! closed), [`RemoteError`] for a request a server refused (the connection lives on).
+
+use serde::{Deserialize, Serialize};
+
+/// A frame or body that cannot be decoded. Any of these closes the connection.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProtoError {
+    #[error("bad frame magic {found:#010x}: the peer does not speak the Weft protocol")]
+    BadMagic { found: u32 },
+    #[error("peer speaks wire version {peer}, this node speaks {ours}: upgrade the older node")]
+    VersionMismatch { peer: u16, ours: u16 },
+    #[error("unknown frame kind {0}")]
+    BadKind(u8),
+    #[error("frame header checksum mismatch")]
+    HeaderChecksum,
+    #[error("frame body checksum mismatch")]
+    BodyChecksum,
+    #[error("frame data checksum mismatch")]
+    DataChecksum,
+    #[error("frame {what} length {len} exceeds the limit {max}")]
+    TooLarge {
+        what: &'static str,
+        len: u64,
+        max: u64,
+    },
+    #[error("frame truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("cannot decode message body: {0}")]
+    Body(String),
+    #[error("cannot encode message body: {0}")]
+    Encode(String),
+}
+
+/// What went wrong with a request, in POSIX terms. The FUSE layer maps each
+/// kind to exactly one errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    NotFound,
+    Exists,
+    NotDir,
+    IsDir,
+    NotEmpty,
+    /// Operation not permitted (EPERM).
+    Permission,
+    /// Permission denied (EACCES).
+    Access,
+    Invalid,
+    NameTooLong,
+    NoSpace,
+    /// I/O error, including a chunk whose checksum does not match.
+    Io,
+    NoAttr,
+    Range,
+    CrossDevice,
+    FileTooBig,
+    Busy,
+    Unsupported,
+    Loop,
+    /// The node does not run the role the request is for.
+    NoService,
+    /// A stale handle: the object was deleted or recreated.
+    Stale,
+    /// Quota or inode limit reached.
+    Quota,
+    Internal,
+}
+
+/// A request refused or failed by a server: travels back to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct RemoteError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl RemoteError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RemoteError {
+            kind,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! Every message of the protocol. A request names its service (nsd, meta,
+//! quorum); one TCP listener per node dispatches to the roles it runs.
+//! Bulk bytes (chunk data) never sit in these bodies: they follow the body raw.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::ClusterConfig;
+use crate::error::RemoteError;
+use crate::types::{
+    Attr, ChunkId, DirEntry, FsCounters, FsId, Ino, NewNode, NsdId, Orphan, RenameMode, SetAttr,
+    Timespec, XattrMode,
+};
+
+/// First frame a connecting peer sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub min_version: u16,
+    pub max_version: u16,
+    /// Who is calling, for logs.
+    pub peer_name: String,
+    pub nonce: [u8; 32],
+}
+
+/// The server's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HelloReply {
+    Accept {
+        version: u16,
+        nonce: [u8; 32],
+        /// HMAC-SHA256 over both nonces with the cluster secret: proves the
+        /// server holds the secret.
+        proof: [u8; 32],
+    },
+    Reject {
+        reason: String,
+    },
+}
+
+/// The client's proof that it holds the cluster secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    pub proof: [u8; 32],
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthReply {
+    Ok,
+    Refused { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    Nsd(NsdRequest),
+    Meta(MetaRequest),
+    Quorum(QuorumRequest),
+}
+
+/// Requests to the nsd role. Chunk data travels as the frame's data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NsdRequest {
+    /// Writes the frame's data at `offset` inside the chunk, creating it.
+    Write {
+        nsd: NsdId,
+        chunk: ChunkId,
+        offset: u32,
+        /// fsync the chunk before answering.
+        sync: bool,
+    },
+    /// Reads up to `len` bytes at `offset`; fewer come back past the chunk's end,
+    /// none for an absent chunk (a hole).
+    Read {
+        nsd: NsdId,
+        chunk: ChunkId,
+        offset: u32,
+        len: u32,
+    },
+    /// Shortens (or, with `len` 0, deletes) one chunk.
+    Truncate {
+        nsd: NsdId,
+        chunk: ChunkId,
+        len: u32,
+    },
+    /// Deletes every chunk of one file whose block index is `from_block` or more.
+    DeleteFrom {
+        nsd: NsdId,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+        from_block: u64,
+    },
+    /// Makes every chunk of one file on this NSD durable.
+    Sync {
+        nsd: NsdId,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+    },
+    /// Capacity and usage of every NSD this node serves.
+    Stats,
+}
+
+/// Requests to the meta role. Names are raw bytes (Linux file names).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaRequest {
+    Lookup {
+        parent: Ino,
+        name: Vec<u8>,
+    },
+    GetAttr {
+        ino: Ino,
+    },
+    SetAttr {
+        ino: Ino,
+        set: SetAttr,
+    },
+    Create {
+        parent: Ino,
+        name: Vec<u8>,
+        node: NewNode,
+        /// Permission bits after umask.
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    /// Removes a non-directory name. The inode becomes an orphan when its last
+    /// name goes.
+    Unlink {
+        parent: Ino,
+        name: Vec<u8>,
+    },
+    Rmdir {
+        parent: Ino,
+        name: Vec<u8>,
+    },
+    Rename {
+        parent: Ino,
+        name: Vec<u8>,
+        new_parent: Ino,
+        new_name: Vec<u8>,
+        mode: RenameMode,
+    },
+    Link {
+        ino: Ino,
+        new_parent: Ino,
+        new_name: Vec<u8>,
+    },
+    /// Entries after `after` (exclusive) in name order, at most `limit`.
+    ReadDir {
+        dir: Ino,
+        after: Option<Vec<u8>>,
+        limit: u32,
+    },
+    ReadLink {
+        ino: Ino,
+    },
+    /// Writes the frame's data into an inline (data-in-inode) file.
+    WriteInline {
+        ino: Ino,
+        offset: u64,
+    },
+    /// Returns the bytes of an inline file as the frame's data.
+    ReadInline {
+        ino: Ino,
+    },
+    /// Marks an inline file as stored in chunks from now on (its bytes were
+    /// written to chunks by the client first).
+    Uninline {
+        ino: Ino,
+    },
+    /// Records data written to chunks: size becomes at least `end`, mtime and
+    /// ctime are set, suid/sgid cleared.
+    Written {
+        ino: Ino,
+        end: u64,
+        mtime: Timespec,
+    },
+    SetXattr {
+        ino: Ino,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        mode: XattrMode,
+    },
+    GetXattr {
+        ino: Ino,
+        name: Vec<u8>,
+    },
+    ListXattr {
+        ino: Ino,
+    },
+    RemoveXattr {
+        ino: Ino,
+        name: Vec<u8>,
+    },
+    Counters,
+    Orphans,
+    /// Forgets an orphan after its chunks were deleted.
+    Reclaim {
+        ino: Ino,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QuorumRequest {
+    GetConfig,
+}
+
+/// Per-NSD usage as the nsd role measures it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsdStat {
+    pub nsd: NsdId,
+    pub size: u64,
+    /// Bytes allocated to chunks, counted in subblocks.
+    pub used: u64,
+    /// Bytes still available, bounded by the free space of the underlying file system.
+    pub free: u64,
+    pub chunks: u64,
+    /// Subblock size used for the accounting.
+    pub subblock: u32,
+    pub block: u32,
+    /// Free space in partly used blocks.
+    pub free_fragments: u64,
+    pub healthy: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Unit,
+    Error(RemoteError),
+    /// Chunk bytes follow as data; `chunk_len` is the chunk's length (0 if absent).
+    ChunkRead {
+        chunk_len: u32,
+        present: bool,
+    },
+    NsdStats(Vec<NsdStat>),
+    Attr(Attr),
+    Entries {
+        entries: Vec<DirEntry>,
+        more: bool,
+    },
+    /// The inode lost its last name; reclaim it once nobody has it open.
+    Unlinked {
+        orphan: Option<Orphan>,
+    },
+    /// A rename that replaced an entry may have orphaned its inode.
+    Renamed {
+        orphan: Option<Orphan>,
+    },
+    Target(Vec<u8>),
+    Xattr(Vec<u8>),
+    XattrNames(Vec<Vec<u8>>),
+    Counters(FsCounters),
+    Orphans(Vec<Orphan>),
+    Config(Box<ClusterConfig>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{decode_frame, encode_frame, FrameHeader, FrameKind, HEADER_LEN};
+    use crate::types::ROOT_INO;
+    use proptest::prelude::*;
+
+    fn arb_name() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..300)
+    }
+
+    fn arb_request() -> impl Strategy<Value = Request> {
+        prop_oneof![
+            (
+                any::<u32>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<bool>()
+            )
+                .prop_map(|(nsd, ino, block, offset, sync)| Request::Nsd(
+                    NsdRequest::Write {
+                        nsd,
+                        chunk: ChunkId {
+                            fs: 1,
+                            ino,
+                            gen: 3,
+                            block
+                        },
+                        offset,
+                        sync,
+                    }
+                )),
+            (any::<u64>(), arb_name())
+                .prop_map(|(parent, name)| Request::Meta(MetaRequest::Lookup { parent, name })),
+            (arb_name(), arb_name(), any::<u32>()).prop_map(|(name, target, mode)| Request::Meta(
+                MetaRequest::Create {
+                    parent: ROOT_INO,
+                    name,
+                    node: NewNode::Symlink { target },
+                    mode,
+                    uid: 0,
+                    gid: 0,
+                }
+            )),
+            Just(Request::Quorum(QuorumRequest::GetConfig)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn frames_round_trip(req in arb_request(), id in any::<u64>(), data in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let mut wire = encode_frame(FrameKind::Request, id, &req, &data).unwrap();
+            wire.extend_from_slice(&data);
+            let (h, back, d): (FrameHeader, Request, &[u8]) = decode_frame(&wire).unwrap();
+            prop_assert_eq!(h.request_id, id);
+            prop_assert_eq!(back, req);
+            prop_assert_eq!(d, &data[..]);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = decode_frame::<Request>(&bytes);
+            let _ = decode_frame::<Response>(&bytes);
+            let _ = crate::frame::decode_body::<Request>(&bytes);
+        }
+
+        #[test]
+        fn truncated_frames_are_errors(req in arb_request(), cut in 0usize..64) {
+            let wire = encode_frame(FrameKind::Request, 9, &req, &[]).unwrap();
+            let cut = cut.min(wire.len().saturating_sub(1));
+            prop_assert!(decode_frame::<Request>(&wire[..cut]).is_err());
+        }
+
+        #[test]
+        fn flipped_bits_are_detected(req in arb_request(), pos in any::<prop::sample::Index>(), bit in 0u8..8) {
+            let mut wire = encode_frame(FrameKind::Request, 9, &req, &[]).unwrap();
+            let i = pos.index(wire.len());
+            wire[i] ^= 1 << bit;
+            prop_assert!(decode_frame::<Request>(&wire).is_err());
+        }
+    }
+
+    #[test]
+    fn oversized_lengths_are_refused_before_allocation() {
+        let mut wire = encode_frame(
+            FrameKind::Request,
+            1,
+            &Request::Quorum(QuorumRequest::GetConfig),
+            &[],
+        )
+        .unwrap();
+        // Claim a 4 GiB body, then fix the header checksum so only the length check can catch it.
+        wire[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        let crc = crc32c::crc32c(&wire[0..32]);
+        wire[32..36].copy_from_slice(&crc.to_le_bytes());
+        assert!(matches!(
+            FrameHeader::decode(&wire[..HEADER_LEN]),
+            Err(crate::ProtoError::TooLarge { what: "body", .. })
+        ));
+    }
+}

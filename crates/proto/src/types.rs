@@ -1,0 +1,176 @@
+//! File-system records that cross the wire: inode numbers, attributes, chunk ids.
+
+use serde::{Deserialize, Serialize};
+
+use crate::layout::Layout;
+
+pub type Ino = u64;
+pub type FsId = u32;
+pub type NsdId = u32;
+pub type NodeId = u32;
+pub type ShardId = u16;
+
+/// Inode numbers carry their metadata shard in the high 16 bits, so a client
+/// routes `getattr(ino)` to the right shard without a look-up.
+pub const SHARD_SHIFT: u32 = 48;
+pub const LOCAL_INO_MASK: u64 = (1 << SHARD_SHIFT) - 1;
+/// The root directory of every file system (shard 0, local number 1).
+pub const ROOT_INO: Ino = 1;
+
+pub fn make_ino(shard: ShardId, local: u64) -> Ino {
+    (u64::from(shard) << SHARD_SHIFT) | (local & LOCAL_INO_MASK)
+}
+
+pub fn ino_shard(ino: Ino) -> ShardId {
+    (ino >> SHARD_SHIFT) as ShardId
+}
+
+/// Longest file name, as on Linux.
+pub const NAME_MAX: usize = 255;
+/// Longest symlink target.
+pub const SYMLINK_MAX: usize = 4095;
+/// Longest extended-attribute name and value.
+pub const XATTR_NAME_MAX: usize = 255;
+pub const XATTR_VALUE_MAX: usize = 64 * 1024;
+
+/// One block (or tail) of one file, as stored on an NSD. `gen` distinguishes
+/// a reused inode number from its predecessor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChunkId {
+    pub fs: FsId,
+    pub ino: Ino,
+    pub gen: u64,
+    pub block: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDev,
+    BlockDev,
+}
+
+/// Seconds and nanoseconds since the Unix epoch.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Timespec {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Self {
+        // The clock is read here only to stamp times; a clock before 1970
+        // yields zero rather than a panic.
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timespec {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        }
+    }
+}
+
+/// Attributes of an inode as the meta role returns them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub ino: Ino,
+    pub gen: u64,
+    pub kind: FileKind,
+    /// Permission and special bits (`mode & 0o7777`).
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub crtime: Timespec,
+    /// Where the file's blocks live; meaningful for regular files.
+    pub layout: Layout,
+    /// The file's bytes are held in the inode record (small files).
+    pub inline: bool,
+}
+
+/// A time to set: the server's clock, or a given instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeSet {
+    Now,
+    At(Timespec),
+}
+
+/// The attribute changes of one `setattr`; absent fields are unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+}
+
+/// What a create makes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NewNode {
+    File,
+    Dir,
+    Symlink { target: Vec<u8> },
+    Fifo,
+    Socket,
+    CharDev { rdev: u32 },
+    BlockDev { rdev: u32 },
+}
+
+/// One directory entry, with the attributes for readdirplus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub attr: Attr,
+}
+
+/// An inode whose last name is gone. Its chunks are deleted by a client once
+/// no one has it open, then the meta role forgets it (`Reclaim`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Orphan {
+    pub ino: Ino,
+    pub gen: u64,
+    pub size: u64,
+    pub layout: Layout,
+    pub inline: bool,
+}
+
+/// Flags of `setxattr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrMode {
+    Any,
+    /// Fail with `Exists` if the attribute exists (XATTR_CREATE).
+    Create,
+    /// Fail with `NoAttr` if the attribute is absent (XATTR_REPLACE).
+    Replace,
+}
+
+/// Rename variants (renameat2 flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RenameMode {
+    Replace,
+    NoReplace,
+    Exchange,
+}
+
+/// File-system-wide counters for statfs and df.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsCounters {
+    pub inodes_used: u64,
+    pub inodes_max: u64,
+    /// Bytes held inside inode records (data in inode).
+    pub inline_bytes: u64,
+}
