@@ -54,6 +54,8 @@ pub enum ErrorKind {
     Range,
     CrossDevice,
     FileTooBig,
+    /// Argument list or value too large (E2BIG), e.g. an xattr value over the limit.
+    TooBig,
     Busy,
     Unsupported,
     Loop,
