@@ -1,1 +1,21 @@
-//! placeholder
+//! Weft's transport: TCP connections carrying `weft-proto` frames.
+//!
+//! - Every connection starts with a handshake: version negotiation, then a
+//!   mutual HMAC-SHA256 challenge over fresh nonces with the cluster secret.
+//!   A peer without the secret is refused before any request is read.
+//! - Many requests are in flight per connection (matched by request id), and
+//!   a [`Peer`] keeps several connections to one address.
+//! - Servers hand each request to a synchronous [`Handler`] on tokio's
+//!   blocking pool: the role crates (nsd, meta, quorum) stay free of async.
+//! - A malformed frame closes the connection; it never panics the daemon.
+
+mod conn;
+mod error;
+mod handshake;
+mod secret;
+mod server;
+
+pub use conn::{Peer, Pool};
+pub use error::NetError;
+pub use secret::Secret;
+pub use server::{serve, Handler};

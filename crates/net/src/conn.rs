@@ -1,0 +1,239 @@
+//! Client side: multiplexed connections to one address ([`Peer`]) and a pool
+//! of peers by address ([`Pool`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+use weft_proto::{FrameKind, Request, Response};
+
+use crate::handshake::{self, decode, read_frame, write_frame};
+use crate::{NetError, Secret};
+
+type Reply = Result<(Response, Bytes), NetError>;
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One authenticated connection with many requests in flight.
+struct Conn {
+    tx: mpsc::Sender<(u64, Request, Bytes)>,
+    pending: Pending,
+    next_id: AtomicU64,
+    alive: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Conn {
+    async fn open(addr: &str, secret: &Secret, name: &str) -> Result<Conn, NetError> {
+        let mut stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => {
+                return Err(NetError::Connect {
+                    addr: addr.into(),
+                    source,
+                })
+            }
+            Err(_) => return Err(NetError::ConnectTimeout { addr: addr.into() }),
+        };
+        let _ = stream.set_nodelay(true);
+        match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            handshake::client(&mut stream, secret, name, addr),
+        )
+        .await
+        {
+            Ok(r) => r?,
+            Err(_) => return Err(NetError::ConnectTimeout { addr: addr.into() }),
+        }
+        let (mut rd, wr) = stream.into_split();
+        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (tx, mut rx) = mpsc::channel::<(u64, Request, Bytes)>(256);
+
+        let waddr = addr.to_string();
+        let wpending = pending.clone();
+        let walive = alive.clone();
+        tokio::spawn(async move {
+            let mut w = BufWriter::with_capacity(64 << 10, wr);
+            while let Some((id, req, data)) = rx.recv().await {
+                let mut r = write_frame(&mut w, FrameKind::Request, id, &req, &data, &waddr).await;
+                if r.is_ok() && rx.is_empty() {
+                    r = w.flush().await.map_err(|e| handshake::io(&waddr, e));
+                }
+                if let Err(e) = r {
+                    walive.store(false, Ordering::Release);
+                    fail_all(&wpending, &waddr, &e.to_string());
+                    return;
+                }
+            }
+        });
+
+        let raddr = addr.to_string();
+        let rpending = pending.clone();
+        let ralive = alive.clone();
+        tokio::spawn(async move {
+            let reason = loop {
+                match read_frame(&mut rd, &raddr).await {
+                    Ok(Some(f)) => {
+                        let reply = decode::<Response>(&f, &raddr).map(|r| (r, f.data));
+                        let waiter = rpending
+                            .lock()
+                            .ok()
+                            .and_then(|mut p| p.remove(&f.header.request_id));
+                        match (waiter, reply) {
+                            (Some(w), r) => {
+                                let _ = w.send(r);
+                            }
+                            (None, _) => {
+                                debug!(id = f.header.request_id, "response for unknown request")
+                            }
+                        }
+                    }
+                    Ok(None) => break "closed by peer".to_string(),
+                    Err(e) => break e.to_string(),
+                }
+            };
+            ralive.store(false, Ordering::Release);
+            fail_all(&rpending, &raddr, &reason);
+        });
+
+        Ok(Conn {
+            tx,
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+        })
+    }
+
+    async fn call(&self, addr: &str, req: Request, data: Bytes) -> Reply {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (otx, orx) = oneshot::channel();
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id, otx);
+        }
+        if self.tx.send((id, req, data)).await.is_err() {
+            if let Ok(mut p) = self.pending.lock() {
+                p.remove(&id);
+            }
+            return Err(closed(addr, "connection writer stopped"));
+        }
+        match orx.await {
+            Ok(r) => r,
+            Err(_) => Err(closed(addr, "connection dropped the request")),
+        }
+    }
+}
+
+fn closed(addr: &str, reason: &str) -> NetError {
+    NetError::Closed {
+        addr: addr.into(),
+        reason: reason.into(),
+    }
+}
+
+fn fail_all(pending: &Pending, addr: &str, reason: &str) {
+    let waiters: Vec<_> = match pending.lock() {
+        Ok(mut p) => p.drain().map(|(_, w)| w).collect(),
+        Err(_) => Vec::new(),
+    };
+    for w in waiters {
+        let _ = w.send(Err(closed(addr, reason)));
+    }
+}
+
+/// Several connections to one address, opened lazily and replaced when they die.
+pub struct Peer {
+    addr: String,
+    secret: Secret,
+    name: String,
+    slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+}
+
+impl Peer {
+    pub fn new(addr: &str, secret: Secret, name: &str, connections: usize) -> Peer {
+        Peer {
+            addr: addr.to_string(),
+            secret,
+            name: name.to_string(),
+            slots: (0..connections.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    async fn conn(&self) -> Result<Arc<Conn>, NetError> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let Some(slot) = self.slots.get(i) else {
+            return Err(closed(&self.addr, "no connection slot"));
+        };
+        let mut slot = slot.lock().await;
+        if let Some(c) = slot.as_ref() {
+            if c.alive.load(Ordering::Acquire) {
+                return Ok(c.clone());
+            }
+        }
+        let c = Arc::new(Conn::open(&self.addr, &self.secret, &self.name).await?);
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends one request and waits for its response. A `Response::Error` is
+    /// returned as `NetError::Remote`.
+    pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
+        let conn = self.conn().await?;
+        match conn.call(&self.addr, req, data).await? {
+            (Response::Error(e), _) => Err(NetError::Remote(e)),
+            ok => Ok(ok),
+        }
+    }
+}
+
+/// Peers by address, shared by every user of one cluster secret.
+pub struct Pool {
+    secret: Secret,
+    name: String,
+    connections: usize,
+    peers: Mutex<HashMap<String, Arc<Peer>>>,
+}
+
+impl Pool {
+    pub fn new(secret: Secret, name: &str, connections: usize) -> Pool {
+        Pool {
+            secret,
+            name: name.to_string(),
+            connections,
+            peers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn peer(&self, addr: &str) -> Arc<Peer> {
+        let mut peers = match self.peers.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        peers
+            .entry(addr.to_string())
+            .or_insert_with(|| {
+                Arc::new(Peer::new(
+                    addr,
+                    self.secret.clone(),
+                    &self.name,
+                    self.connections,
+                ))
+            })
+            .clone()
+    }
+}

@@ -1,0 +1,221 @@
+//! Frame I/O on a stream and the connection handshake.
+//!
+//! ```text
+//! client → Hello{versions, nonce_c}
+//! server → Accept{version, nonce_s, proof_s = HMAC(secret, "weft-server" | nonce_c | nonce_s)}
+//! client → Auth{proof_c = HMAC(secret, "weft-client" | nonce_s | nonce_c)}
+//! server → AuthReply::Ok
+//! ```
+
+use bytes::{Bytes, BytesMut};
+use hmac::{Hmac, Mac};
+use serde::{de::DeserializeOwned, Serialize};
+use sha2::Sha256;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_proto::frame::{decode_body, encode_frame};
+use weft_proto::msg::{Auth, AuthReply, Hello, HelloReply};
+use weft_proto::{FrameHeader, FrameKind, ProtoError, HEADER_LEN, WIRE_VERSION};
+
+use crate::{NetError, Secret};
+
+/// One frame as read from the wire, checksums verified.
+pub(crate) struct RawFrame {
+    pub header: FrameHeader,
+    pub body: Bytes,
+    pub data: Bytes,
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream before a header.
+pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    addr: &str,
+) -> Result<Option<RawFrame>, NetError> {
+    let mut hb = [0u8; HEADER_LEN];
+    match r.read_exact(&mut hb).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(io(addr, e)),
+    }
+    let header = FrameHeader::decode(&hb).map_err(|e| proto(addr, e))?;
+    if header.version != WIRE_VERSION && header.kind != FrameKind::Handshake {
+        return Err(proto(
+            addr,
+            ProtoError::VersionMismatch {
+                peer: header.version,
+                ours: WIRE_VERSION,
+            },
+        ));
+    }
+    let total = header.body_len as usize + header.data_len as usize;
+    let mut buf = BytesMut::zeroed(total);
+    r.read_exact(&mut buf).await.map_err(|e| io(addr, e))?;
+    let mut body = buf.freeze();
+    let data = body.split_off(header.body_len as usize);
+    header.verify(&body, &data).map_err(|e| proto(addr, e))?;
+    Ok(Some(RawFrame { header, body, data }))
+}
+
+pub(crate) async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    kind: FrameKind,
+    id: u64,
+    msg: &T,
+    data: &[u8],
+    addr: &str,
+) -> Result<(), NetError> {
+    let head = encode_frame(kind, id, msg, data).map_err(|e| proto(addr, e))?;
+    w.write_all(&head).await.map_err(|e| io(addr, e))?;
+    if !data.is_empty() {
+        w.write_all(data).await.map_err(|e| io(addr, e))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(f: &RawFrame, addr: &str) -> Result<T, NetError> {
+    decode_body(&f.body).map_err(|e| proto(addr, e))
+}
+
+pub(crate) fn io(addr: &str, source: std::io::Error) -> NetError {
+    NetError::Io {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
+pub(crate) fn proto(addr: &str, source: ProtoError) -> NetError {
+    NetError::Proto {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
+fn proof(secret: &Secret, label: &[u8], a: &[u8; 32], b: &[u8; 32]) -> [u8; 32] {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(&secret.0) {
+        Ok(m) => m,
+        Err(_) => return [0; 32],
+    };
+    mac.update(label);
+    mac.update(a);
+    mac.update(b);
+    mac.finalize().into_bytes().into()
+}
+
+fn verify_proof(
+    secret: &Secret,
+    label: &[u8],
+    a: &[u8; 32],
+    b: &[u8; 32],
+    given: &[u8; 32],
+) -> bool {
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0) else {
+        return false;
+    };
+    mac.update(label);
+    mac.update(a);
+    mac.update(b);
+    mac.verify_slice(given).is_ok()
+}
+
+async fn expect_handshake<R: AsyncRead + Unpin>(
+    r: &mut R,
+    addr: &str,
+) -> Result<RawFrame, NetError> {
+    match read_frame(r, addr).await? {
+        Some(f) if f.header.kind == FrameKind::Handshake => Ok(f),
+        Some(_) => Err(NetError::Handshake {
+            addr: addr.into(),
+            reason: "peer sent a request before completing the handshake".into(),
+        }),
+        None => Err(NetError::Closed {
+            addr: addr.into(),
+            reason: "closed during handshake".into(),
+        }),
+    }
+}
+
+/// Client side of the handshake.
+pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    secret: &Secret,
+    name: &str,
+    addr: &str,
+) -> Result<(), NetError> {
+    let nonce_c: [u8; 32] = rand::random();
+    let hello = Hello {
+        min_version: WIRE_VERSION,
+        max_version: WIRE_VERSION,
+        peer_name: name.to_string(),
+        nonce: nonce_c,
+    };
+    write_frame(s, FrameKind::Handshake, 0, &hello, &[], addr).await?;
+    let reply: HelloReply = decode(&expect_handshake(s, addr).await?, addr)?;
+    let nonce_s = match reply {
+        HelloReply::Reject { reason } => {
+            return Err(NetError::Handshake {
+                addr: addr.into(),
+                reason,
+            })
+        }
+        HelloReply::Accept {
+            nonce, proof: p, ..
+        } => {
+            if !verify_proof(secret, b"weft-server", &nonce_c, &nonce, &p) {
+                return Err(NetError::Auth { addr: addr.into() });
+            }
+            nonce
+        }
+    };
+    let auth = Auth {
+        proof: proof(secret, b"weft-client", &nonce_s, &nonce_c),
+    };
+    write_frame(s, FrameKind::Handshake, 0, &auth, &[], addr).await?;
+    match decode::<AuthReply>(&expect_handshake(s, addr).await?, addr)? {
+        AuthReply::Ok => Ok(()),
+        AuthReply::Refused { reason } => Err(NetError::Handshake {
+            addr: addr.into(),
+            reason,
+        }),
+    }
+}
+
+/// Server side of the handshake; returns the peer's name.
+pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    secret: &Secret,
+    addr: &str,
+) -> Result<String, NetError> {
+    let hello: Hello = decode(&expect_handshake(s, addr).await?, addr)?;
+    if hello.min_version > WIRE_VERSION || hello.max_version < WIRE_VERSION {
+        let reason = format!(
+            "this node speaks wire version {WIRE_VERSION}, the peer {}..={}: upgrade the older node",
+            hello.min_version, hello.max_version
+        );
+        let reply = HelloReply::Reject {
+            reason: reason.clone(),
+        };
+        // Best effort: the peer learns why before the connection closes.
+        let _ = write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await;
+        return Err(NetError::Handshake {
+            addr: addr.into(),
+            reason,
+        });
+    }
+    let nonce_s: [u8; 32] = rand::random();
+    let reply = HelloReply::Accept {
+        version: WIRE_VERSION,
+        nonce: nonce_s,
+        proof: proof(secret, b"weft-server", &hello.nonce, &nonce_s),
+    };
+    write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await?;
+    let auth: Auth = decode(&expect_handshake(s, addr).await?, addr)?;
+    if !verify_proof(secret, b"weft-client", &nonce_s, &hello.nonce, &auth.proof) {
+        let reply = AuthReply::Refused {
+            reason: "authentication failed: the cluster secret does not match".into(),
+        };
+        let _ = write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await;
+        return Err(NetError::Auth { addr: addr.into() });
+    }
+    write_frame(s, FrameKind::Handshake, 0, &AuthReply::Ok, &[], addr).await?;
+    Ok(hello.peer_name)
+}

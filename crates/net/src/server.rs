@@ -1,0 +1,135 @@
+//! The accept loop: one task per connection reads frames, runs each request
+//! on the blocking pool, and a writer task sends the responses back in the
+//! order they finish.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info_span, warn, Instrument};
+use weft_proto::{FrameKind, Request, Response};
+
+use crate::handshake::{self, decode, read_frame, write_frame};
+use crate::Secret;
+
+/// Serves requests. Runs on a blocking thread, many at once.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes);
+}
+
+/// Requests one connection may have in flight on the server.
+const MAX_IN_FLIGHT: usize = 128;
+
+/// Accepts connections until the task is dropped or aborted (which also ends
+/// every connection it started).
+pub async fn serve(listener: TcpListener, secret: Secret, handler: Arc<dyn Handler>) {
+    let secret = Arc::new(secret);
+    let mut conns = JoinSet::new();
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Reap finished connection tasks.
+        while conns.try_join_next().is_some() {}
+        let secret = secret.clone();
+        let handler = handler.clone();
+        let addr = peer.to_string();
+        conns.spawn(
+            async move {
+                if let Err(e) = connection(stream, &secret, handler, &addr).await {
+                    debug!(error = %e, "connection ended");
+                }
+            }
+            .instrument(info_span!("conn", peer = %peer)),
+        );
+    }
+}
+
+async fn connection(
+    mut stream: TcpStream,
+    secret: &Secret,
+    handler: Arc<dyn Handler>,
+    addr: &str,
+) -> Result<(), crate::NetError> {
+    let _ = stream.set_nodelay(true);
+    let hs = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        handshake::server(&mut stream, secret, addr),
+    )
+    .await;
+    let peer_name = match hs {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(crate::NetError::Handshake {
+                addr: addr.into(),
+                reason: "handshake timed out".into(),
+            })
+        }
+    };
+    debug!(peer_name, "authenticated");
+    let (mut rd, wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<(u64, Response, Bytes)>(MAX_IN_FLIGHT);
+    let waddr = addr.to_string();
+    let writer = tokio::spawn(async move {
+        let mut w = BufWriter::with_capacity(64 << 10, wr);
+        while let Some((id, resp, data)) = rx.recv().await {
+            write_frame(&mut w, FrameKind::Response, id, &resp, &data, &waddr).await?;
+            if rx.is_empty() {
+                w.flush().await.map_err(|e| handshake::io(&waddr, e))?;
+            }
+        }
+        Ok::<(), crate::NetError>(())
+    });
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let result = loop {
+        let frame = match read_frame(&mut rd, addr).await {
+            Ok(Some(f)) => f,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        if frame.header.kind != FrameKind::Request {
+            break Err(crate::NetError::Handshake {
+                addr: addr.into(),
+                reason: format!("unexpected {:?} frame from a client", frame.header.kind),
+            });
+        }
+        let req: Request = match decode(&frame, addr) {
+            Ok(r) => r,
+            Err(e) => break Err(e),
+        };
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break Ok(());
+        };
+        let handler = handler.clone();
+        let tx = tx.clone();
+        let id = frame.header.request_id;
+        let data = frame.data;
+        tokio::spawn(async move {
+            let out = tokio::task::spawn_blocking(move || handler.handle(req, data)).await;
+            let (resp, data) = match out {
+                Ok(r) => r,
+                Err(e) => (
+                    Response::Error(weft_proto::RemoteError::new(
+                        weft_proto::ErrorKind::Internal,
+                        format!("request handler failed: {e}"),
+                    )),
+                    Bytes::new(),
+                ),
+            };
+            let _ = tx.send((id, resp, data)).await;
+            drop(permit);
+        });
+    };
+    drop(tx);
+    // Let responses already computed go out before closing.
+    let _ = writer.await;
+    result
+}

@@ -1,0 +1,153 @@
+//! End-to-end transport tests over real TCP on 127.0.0.1.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use weft_net::{serve, Handler, NetError, Peer, Secret};
+use weft_proto::msg::{MetaRequest, NsdRequest};
+use weft_proto::types::ChunkId;
+use weft_proto::{ErrorKind, RemoteError, Request, Response};
+
+/// Echoes chunk data back for nsd reads; refuses everything else.
+struct Echo;
+
+impl Handler for Echo {
+    fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes) {
+        match req {
+            Request::Nsd(NsdRequest::Write { offset, .. }) => (
+                Response::ChunkRead {
+                    chunk_len: offset,
+                    present: true,
+                },
+                data,
+            ),
+            _ => (
+                Response::Error(RemoteError::new(
+                    ErrorKind::NoService,
+                    "echo serves writes only",
+                )),
+                Bytes::new(),
+            ),
+        }
+    }
+}
+
+async fn start(secret: Secret) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(serve(l, secret, Arc::new(Echo)));
+    addr
+}
+
+fn write(offset: u32) -> Request {
+    Request::Nsd(NsdRequest::Write {
+        nsd: 1,
+        chunk: ChunkId {
+            fs: 1,
+            ino: 2,
+            gen: 3,
+            block: 4,
+        },
+        offset,
+        sync: false,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_requests_in_flight_with_bulk_data() {
+    let secret = Secret::generate();
+    let addr = start(secret.clone()).await;
+    let peer = Arc::new(Peer::new(&addr, secret, "test", 2));
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let peer = peer.clone();
+        tasks.push(tokio::spawn(async move {
+            let data = Bytes::from(vec![(i % 251) as u8; (i as usize + 1) * 65_537]);
+            let (resp, back) = peer.call(write(i), data.clone()).await.unwrap();
+            assert_eq!(
+                resp,
+                Response::ChunkRead {
+                    chunk_len: i,
+                    present: true
+                }
+            );
+            assert_eq!(back, data);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let err = peer
+        .call(Request::Meta(MetaRequest::Counters), Bytes::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        NetError::Remote(RemoteError {
+            kind: ErrorKind::NoService,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn wrong_secret_is_refused() {
+    let addr = start(Secret::generate()).await;
+    let peer = Peer::new(&addr, Secret::generate(), "intruder", 1);
+    let err = peer.call(write(0), Bytes::new()).await.unwrap_err();
+    assert!(matches!(err, NetError::Auth { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn garbage_closes_the_connection_and_the_server_lives_on() {
+    let secret = Secret::generate();
+    let addr = start(secret.clone()).await;
+    for junk in [
+        vec![0u8; 100],
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        vec![0xff; 36],
+    ] {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&junk).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut buf = Vec::new();
+        // The server closes without answering.
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        assert_eq!(n, 0);
+    }
+    let peer = Peer::new(&addr, secret, "test", 1);
+    assert!(peer.call(write(7), Bytes::from_static(b"x")).await.is_ok());
+}
+
+#[tokio::test]
+async fn no_server_is_a_connect_error() {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    let peer = Peer::new(&addr, Secret::generate(), "test", 1);
+    let err = peer.call(write(0), Bytes::new()).await.unwrap_err();
+    assert!(matches!(err, NetError::Connect { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn reconnects_after_the_server_restarts() {
+    let secret = Secret::generate();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = tokio::spawn(serve(l, secret.clone(), Arc::new(Echo)));
+    let peer = Peer::new(&addr, secret.clone(), "test", 1);
+    peer.call(write(1), Bytes::new()).await.unwrap();
+    server.abort();
+    let _ = server.await;
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(peer.call(write(1), Bytes::new()).await.is_err());
+    let l = TcpListener::bind(&addr).await.unwrap();
+    tokio::spawn(serve(l, secret, Arc::new(Echo)));
+    peer.call(write(2), Bytes::new()).await.unwrap();
+}
