@@ -1,1 +1,21 @@
-//! placeholder
+//! The Weft native client: what the FUSE mount, `weft perf` and admin
+//! commands use to reach a cluster. No gateway sits in the path: the client
+//! reads the cluster configuration from a quorum node, then talks to meta
+//! and nsd servers directly.
+//!
+//! - [`cluster`]: the configuration and how to route to shards and NSDs.
+//! - [`data`]: striping of file data over chains; reads and writes of
+//!   different blocks go to different NSD servers in parallel.
+//! - [`client`]: the file-system API (lookup, create, read, write, …), the
+//!   open-file table (pending sizes, unlinked-while-open files) and the
+//!   ordering rule of DESIGN.md: data reaches the NSDs before the size that
+//!   covers it commits in metadata.
+
+mod client;
+pub mod cluster;
+mod data;
+mod error;
+
+pub use client::{st_blocks, Client, StatFs};
+pub use cluster::Cluster;
+pub use error::ClientError;

@@ -1,0 +1,829 @@
+//! The file-system API of the native client.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::RwLock;
+use tracing::{debug, warn};
+use weft_net::Peer;
+use weft_proto::config::FsInfo;
+use weft_proto::layout::{round_to_subblock, INLINE_MAX};
+use weft_proto::msg::MetaRequest;
+use weft_proto::types::{
+    ino_shard, Attr, DirEntry, FileKind, FsCounters, Ino, NewNode, Orphan, RenameMode, SetAttr,
+    Timespec, XattrMode, NAME_MAX,
+};
+use weft_proto::{ErrorKind, Request, Response};
+
+use crate::cluster::{unexpected, Cluster};
+use crate::data::{DataPath, FileData};
+use crate::ClientError;
+
+/// File-system capacity for statfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub fragment_size: u32,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub avail_bytes: u64,
+    pub inodes: u64,
+    pub inodes_free: u64,
+    pub name_max: u32,
+}
+
+/// 512-byte units a file occupies: data in inode takes none; chunked data is
+/// counted in whole subblocks (holes included).
+pub fn st_blocks(attr: &Attr) -> u64 {
+    if attr.inline || attr.kind != FileKind::File {
+        return 0;
+    }
+    round_to_subblock(attr.size, attr.layout.block_size) / 512
+}
+
+/// What the client knows of a file it has open.
+struct FileState {
+    opens: u32,
+    attr: Attr,
+    /// Highest end written to chunks whose size is not yet in metadata.
+    pending_end: u64,
+    pending_mtime: Option<Timespec>,
+    /// Chunks past the known size were cleared: gap writes need no cleanup.
+    tail_clean: bool,
+    /// The last name is gone: free the inode at the last close.
+    orphan: bool,
+}
+
+struct OpenFile {
+    /// Shared by writes and reads; exclusive for inline conversion and truncate.
+    lock: RwLock<()>,
+    state: Mutex<FileState>,
+}
+
+impl OpenFile {
+    fn with<R>(&self, f: impl FnOnce(&mut FileState) -> R) -> R {
+        match self.state.lock() {
+            Ok(mut s) => f(&mut s),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+}
+
+pub struct Client {
+    cluster: Arc<Cluster>,
+    fs: FsInfo,
+    data: DataPath,
+    files: Mutex<HashMap<Ino, Arc<OpenFile>>>,
+}
+
+fn file_data(a: &Attr) -> FileData {
+    FileData {
+        ino: a.ino,
+        gen: a.gen,
+        layout: a.layout,
+    }
+}
+
+impl Client {
+    /// A client of file system `fs_name` of a connected cluster.
+    pub fn new(cluster: Arc<Cluster>, fs_name: &str) -> Result<Arc<Client>, ClientError> {
+        let fs = cluster.filesystem(fs_name)?;
+        if fs.chain_tables.is_empty() || fs.shards.is_empty() {
+            return Err(ClientError::Config(format!(
+                "file system {fs_name} has no data pool or no metadata shard"
+            )));
+        }
+        Ok(Arc::new(Client {
+            data: DataPath::new(cluster.clone(), fs.clone()),
+            cluster,
+            fs,
+            files: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.fs.block_size
+    }
+
+    pub fn fs_info(&self) -> &FsInfo {
+        &self.fs
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    // ---- plumbing -------------------------------------------------------
+
+    fn meta_peer(&self, ino: Ino) -> Result<Arc<Peer>, ClientError> {
+        self.cluster.shard_peer(&self.fs, ino_shard(ino))
+    }
+
+    async fn meta(
+        &self,
+        route: Ino,
+        req: MetaRequest,
+        data: Bytes,
+    ) -> Result<(Response, Bytes), ClientError> {
+        let peer = self.meta_peer(route)?;
+        Ok(peer.call(Request::Meta(req), data).await?)
+    }
+
+    async fn meta_attr(
+        &self,
+        route: Ino,
+        req: MetaRequest,
+        data: Bytes,
+        what: &'static str,
+    ) -> Result<Attr, ClientError> {
+        match self.meta(route, req, data).await? {
+            (Response::Attr(a), _) => Ok(a),
+            (other, _) => Err(unexpected(&*self.meta_peer(route)?, what, &other)),
+        }
+    }
+
+    async fn meta_unit(
+        &self,
+        route: Ino,
+        req: MetaRequest,
+        what: &'static str,
+    ) -> Result<(), ClientError> {
+        match self.meta(route, req, Bytes::new()).await? {
+            (Response::Unit, _) => Ok(()),
+            (other, _) => Err(unexpected(&*self.meta_peer(route)?, what, &other)),
+        }
+    }
+
+    fn open_file(&self, ino: Ino) -> Option<Arc<OpenFile>> {
+        match self.files.lock() {
+            Ok(f) => f.get(&ino).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&ino).cloned(),
+        }
+    }
+
+    /// Attributes with this client's uncommitted writes laid over them.
+    fn overlay(&self, mut attr: Attr) -> Attr {
+        if let Some(f) = self.open_file(attr.ino) {
+            f.with(|s| {
+                if s.attr.gen == attr.gen {
+                    attr.size = attr.size.max(s.pending_end);
+                    if let Some(m) = s.pending_mtime {
+                        attr.mtime = m;
+                        attr.ctime = attr.ctime.max(m);
+                    }
+                    s.attr = attr.clone();
+                }
+            });
+        }
+        attr
+    }
+
+    // ---- namespace --------------------------------------------------------
+
+    pub async fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr, ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::Lookup {
+            parent,
+            name: name.to_vec(),
+        };
+        Ok(self.overlay(self.meta_attr(parent, req, Bytes::new(), "lookup").await?))
+    }
+
+    pub async fn getattr(&self, ino: Ino) -> Result<Attr, ClientError> {
+        let a = self
+            .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
+            .await?;
+        Ok(self.overlay(a))
+    }
+
+    pub async fn create(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        node: NewNode,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::Create {
+            parent,
+            name: name.to_vec(),
+            node,
+            mode,
+            uid,
+            gid,
+        };
+        self.meta_attr(parent, req, Bytes::new(), "create").await
+    }
+
+    pub async fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::Unlink {
+            parent,
+            name: name.to_vec(),
+        };
+        match self.meta(parent, req, Bytes::new()).await? {
+            (Response::Unlinked { orphan }, _) => self.orphaned(orphan).await,
+            (other, _) => Err(unexpected(&*self.meta_peer(parent)?, "unlink", &other)),
+        }
+    }
+
+    pub async fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::Rmdir {
+            parent,
+            name: name.to_vec(),
+        };
+        self.meta_unit(parent, req, "rmdir").await
+    }
+
+    pub async fn rename(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        new_parent: Ino,
+        new_name: &[u8],
+        mode: RenameMode,
+    ) -> Result<(), ClientError> {
+        check_name(name)?;
+        check_name(new_name)?;
+        let req = MetaRequest::Rename {
+            parent,
+            name: name.to_vec(),
+            new_parent,
+            new_name: new_name.to_vec(),
+            mode,
+        };
+        match self.meta(parent, req, Bytes::new()).await? {
+            (Response::Renamed { orphan }, _) | (Response::Unlinked { orphan }, _) => {
+                self.orphaned(orphan).await
+            }
+            (Response::Unit, _) => Ok(()),
+            (other, _) => Err(unexpected(&*self.meta_peer(parent)?, "rename", &other)),
+        }
+    }
+
+    pub async fn link(
+        &self,
+        ino: Ino,
+        new_parent: Ino,
+        new_name: &[u8],
+    ) -> Result<Attr, ClientError> {
+        check_name(new_name)?;
+        let req = MetaRequest::Link {
+            ino,
+            new_parent,
+            new_name: new_name.to_vec(),
+        };
+        let a = self
+            .meta_attr(new_parent, req, Bytes::new(), "link")
+            .await?;
+        Ok(self.overlay(a))
+    }
+
+    /// One page of entries strictly after `after`, in name order; the flag
+    /// says whether more remain.
+    pub async fn readdir(
+        &self,
+        dir: Ino,
+        after: Option<Vec<u8>>,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let req = MetaRequest::ReadDir {
+            dir,
+            after,
+            limit: 1024,
+        };
+        match self.meta(dir, req, Bytes::new()).await? {
+            (Response::Entries { entries, more }, _) => {
+                let entries = entries
+                    .into_iter()
+                    .map(|e| DirEntry {
+                        name: e.name,
+                        attr: self.overlay(e.attr),
+                    })
+                    .collect();
+                Ok((entries, more))
+            }
+            (other, _) => Err(unexpected(&*self.meta_peer(dir)?, "readdir", &other)),
+        }
+    }
+
+    pub async fn readlink(&self, ino: Ino) -> Result<Vec<u8>, ClientError> {
+        match self
+            .meta(ino, MetaRequest::ReadLink { ino }, Bytes::new())
+            .await?
+        {
+            (Response::Target(t), _) => Ok(t),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, "readlink", &other)),
+        }
+    }
+
+    /// Changes attributes. A size change deletes or shortens chunks first
+    /// (so a crash leaves old data or holes, never garbage), then commits.
+    pub async fn setattr(&self, ino: Ino, set: SetAttr) -> Result<Attr, ClientError> {
+        let file = self.open_file(ino);
+        let _guard = match &file {
+            Some(f) => Some(f.lock.write().await),
+            None => None,
+        };
+        self.commit(ino).await?;
+        if let Some(size) = set.size {
+            let mut attr = self
+                .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
+                .await?;
+            if attr.kind == FileKind::File {
+                if attr.inline && size > INLINE_MAX {
+                    attr = self.uninline(&attr).await?;
+                }
+                if !attr.inline {
+                    // Shrink: drop everything past the new end. Grow: drop anything a
+                    // crashed writer may have left past the old end, so the new range reads as zeros.
+                    self.data
+                        .truncate(&file_data(&attr), size.min(attr.size))
+                        .await?;
+                    if let Some(f) = &file {
+                        f.with(|s| s.tail_clean = true);
+                    }
+                }
+            }
+        }
+        let a = self
+            .meta_attr(
+                ino,
+                MetaRequest::SetAttr { ino, set },
+                Bytes::new(),
+                "setattr",
+            )
+            .await?;
+        if let Some(f) = &file {
+            f.with(|s| s.attr = a.clone());
+        }
+        Ok(a)
+    }
+
+    // ---- open files ---------------------------------------------------------
+
+    /// Registers an open; with `truncate` the file is emptied (O_TRUNC).
+    pub async fn open(&self, ino: Ino, truncate: bool) -> Result<(), ClientError> {
+        let attr = self
+            .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
+            .await?;
+        {
+            let mut files = match self.files.lock() {
+                Ok(f) => f,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            match files.get(&ino) {
+                Some(f) => f.with(|s| s.opens += 1),
+                None => {
+                    files.insert(
+                        ino,
+                        Arc::new(OpenFile {
+                            lock: RwLock::new(()),
+                            state: Mutex::new(FileState {
+                                opens: 1,
+                                attr: attr.clone(),
+                                pending_end: 0,
+                                pending_mtime: None,
+                                tail_clean: false,
+                                orphan: false,
+                            }),
+                        }),
+                    );
+                }
+            }
+        }
+        if truncate && attr.kind == FileKind::File && attr.size > 0 {
+            let set = SetAttr {
+                size: Some(0),
+                ..SetAttr::default()
+            };
+            if let Err(e) = self.setattr(ino, set).await {
+                let _ = self.release(ino).await;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops one open; the last one commits pending writes and frees an
+    /// unlinked file.
+    pub async fn release(&self, ino: Ino) -> Result<(), ClientError> {
+        let Some(file) = self.open_file(ino) else {
+            return Ok(());
+        };
+        let last = file.with(|s| {
+            s.opens = s.opens.saturating_sub(1);
+            s.opens == 0
+        });
+        if !last {
+            return Ok(());
+        }
+        let committed = self.commit(ino).await;
+        let (orphan, attr) = file.with(|s| (s.orphan, s.attr.clone()));
+        {
+            let mut files = match self.files.lock() {
+                Ok(f) => f,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            // Only forget the state if nobody reopened it meanwhile.
+            if file.with(|s| s.opens == 0) {
+                files.remove(&ino);
+            }
+        }
+        if orphan {
+            self.reclaim(&Orphan {
+                ino,
+                gen: attr.gen,
+                size: attr.size,
+                layout: attr.layout,
+                inline: attr.inline,
+            })
+            .await?;
+        }
+        committed
+    }
+
+    /// Commits the size and mtime of writes that reached the NSDs.
+    async fn commit(&self, ino: Ino) -> Result<(), ClientError> {
+        let Some(file) = self.open_file(ino) else {
+            return Ok(());
+        };
+        let Some((end, mtime)) = file.with(|s| s.pending_mtime.take().map(|m| (s.pending_end, m)))
+        else {
+            return Ok(());
+        };
+        match self
+            .meta_attr(
+                ino,
+                MetaRequest::Written { ino, end, mtime },
+                Bytes::new(),
+                "written",
+            )
+            .await
+        {
+            Ok(a) => {
+                file.with(|s| {
+                    if s.pending_mtime.is_none() && s.pending_end <= a.size {
+                        s.pending_end = 0;
+                    }
+                    s.attr = a;
+                });
+                Ok(())
+            }
+            Err(e) => {
+                file.with(|s| {
+                    if s.pending_mtime.is_none() {
+                        s.pending_mtime = Some(mtime);
+                    }
+                });
+                Err(e)
+            }
+        }
+    }
+
+    async fn current(&self, ino: Ino) -> Result<(Option<Arc<OpenFile>>, Attr), ClientError> {
+        match self.open_file(ino) {
+            Some(f) => {
+                let a = f.with(|s| s.attr.clone());
+                Ok((Some(f), a))
+            }
+            None => Ok((None, self.getattr(ino).await?)),
+        }
+    }
+
+    /// Moves an inline file's bytes into chunks, durably, before metadata says so.
+    async fn uninline(&self, attr: &Attr) -> Result<Attr, ClientError> {
+        let ino = attr.ino;
+        let bytes = match self
+            .meta(ino, MetaRequest::ReadInline { ino }, Bytes::new())
+            .await?
+        {
+            (Response::Unit, data) => data,
+            (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "read inline", &other)),
+        };
+        let f = file_data(attr);
+        // Anything a crashed writer left in chunks is stale: clear it first.
+        self.data.truncate(&f, 0).await?;
+        if !bytes.is_empty() {
+            self.data.write(&f, 0, bytes).await?;
+            self.data.sync(&f).await?;
+        }
+        let a = self
+            .meta_attr(ino, MetaRequest::Uninline { ino }, Bytes::new(), "uninline")
+            .await?;
+        if let Some(file) = self.open_file(ino) {
+            file.with(|s| {
+                s.attr = a.clone();
+                s.tail_clean = true;
+            });
+        }
+        Ok(a)
+    }
+
+    pub async fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Bytes, ClientError> {
+        let file = self.open_file(ino);
+        let _guard = match &file {
+            Some(f) => Some(f.lock.read().await),
+            None => None,
+        };
+        let (attr, end) = match &file {
+            Some(f) => f.with(|s| (s.attr.clone(), s.attr.size.max(s.pending_end))),
+            None => {
+                let a = self.getattr(ino).await?;
+                let end = a.size;
+                (a, end)
+            }
+        };
+        match attr.kind {
+            FileKind::File => {}
+            FileKind::Dir => {
+                return Err(ClientError::local(ErrorKind::IsDir, "read of a directory"))
+            }
+            _ => {
+                return Err(ClientError::local(
+                    ErrorKind::Invalid,
+                    "read of a special file",
+                ))
+            }
+        }
+        if offset >= end || size == 0 {
+            return Ok(Bytes::new());
+        }
+        let len = u64::from(size).min(end - offset);
+        if attr.inline {
+            let bytes = match self
+                .meta(ino, MetaRequest::ReadInline { ino }, Bytes::new())
+                .await?
+            {
+                (Response::Unit, data) => data,
+                (other, _) => {
+                    return Err(unexpected(&*self.meta_peer(ino)?, "read inline", &other))
+                }
+            };
+            let start = (offset as usize).min(bytes.len());
+            let stop = ((offset + len) as usize).min(bytes.len());
+            return Ok(bytes.slice(start..stop));
+        }
+        self.data.read(&file_data(&attr), offset, len).await
+    }
+
+    pub async fn write(&self, ino: Ino, offset: u64, data: Bytes) -> Result<u32, ClientError> {
+        let len = data.len() as u64;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or_else(|| {
+                ClientError::local(ErrorKind::FileTooBig, "write past the largest file offset")
+            })?;
+        let Some(file) = self.open_file(ino) else {
+            return Err(ClientError::local(
+                ErrorKind::Invalid,
+                format!("write to inode {ino} that is not open"),
+            ));
+        };
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let needs_exclusive = file.with(|s| {
+            let known = s.attr.size.max(s.pending_end);
+            s.attr.inline || (offset > known && !s.tail_clean)
+        });
+        if needs_exclusive {
+            let _g = file.lock.write().await;
+            let attr = file.with(|s| s.attr.clone());
+            if attr.inline {
+                if end <= INLINE_MAX {
+                    let req = MetaRequest::WriteInline { ino, offset };
+                    let a = self.meta_attr(ino, req, data, "write inline").await?;
+                    file.with(|s| s.attr = a);
+                    return Ok(len as u32);
+                }
+                self.uninline(&attr).await?;
+            }
+            let (attr, known, clean) =
+                file.with(|s| (s.attr.clone(), s.attr.size.max(s.pending_end), s.tail_clean));
+            if offset > known && !clean {
+                self.data.truncate(&file_data(&attr), known).await?;
+                file.with(|s| s.tail_clean = true);
+            }
+            self.write_chunks(&file, &attr, offset, data).await?;
+        } else {
+            let _g = file.lock.read().await;
+            let attr = file.with(|s| s.attr.clone());
+            if attr.inline {
+                // Converted back meanwhile cannot happen: inline only goes away.
+                return Err(ClientError::local(
+                    ErrorKind::Io,
+                    "file changed to inline under a write",
+                ));
+            }
+            self.write_chunks(&file, &attr, offset, data).await?;
+        }
+        Ok(len as u32)
+    }
+
+    async fn write_chunks(
+        &self,
+        file: &OpenFile,
+        attr: &Attr,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), ClientError> {
+        let end = offset + data.len() as u64;
+        self.data.write(&file_data(attr), offset, data).await?;
+        let now = Timespec::now();
+        file.with(|s| {
+            s.pending_end = s.pending_end.max(end);
+            s.pending_mtime = Some(now);
+        });
+        Ok(())
+    }
+
+    pub async fn flush(&self, ino: Ino) -> Result<(), ClientError> {
+        self.commit(ino).await
+    }
+
+    /// Data durable on every NSD that holds it, then the size committed.
+    pub async fn fsync(&self, ino: Ino, _datasync: bool) -> Result<(), ClientError> {
+        let (_, attr) = self.current(ino).await?;
+        if attr.kind == FileKind::File && !attr.inline {
+            self.data.sync(&file_data(&attr)).await?;
+        }
+        self.commit(ino).await
+    }
+
+    // ---- unlinked files -----------------------------------------------------
+
+    async fn orphaned(&self, orphan: Option<Orphan>) -> Result<(), ClientError> {
+        let Some(o) = orphan else {
+            return Ok(());
+        };
+        if let Some(f) = self.open_file(o.ino) {
+            if f.with(|s| {
+                s.orphan = s.opens > 0;
+                s.orphan
+            }) {
+                debug!(ino = o.ino, "unlinked while open: freed at last close");
+                return Ok(());
+            }
+        }
+        self.reclaim(&o).await
+    }
+
+    async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
+        if o.layout.stripe_width > 0 {
+            let f = FileData {
+                ino: o.ino,
+                gen: o.gen,
+                layout: o.layout,
+            };
+            self.data.truncate(&f, 0).await?;
+        }
+        self.meta_unit(o.ino, MetaRequest::Reclaim { ino: o.ino }, "reclaim")
+            .await
+    }
+
+    /// Frees the inodes whose last name went while they were open when a
+    /// client stopped. Call when no other client has the file system mounted.
+    pub async fn reclaim_orphans(&self) -> Result<usize, ClientError> {
+        let mut n = 0;
+        for shard in &self.fs.shards {
+            let route = weft_proto::types::make_ino(shard.id, 1);
+            let list = match self.meta(route, MetaRequest::Orphans, Bytes::new()).await? {
+                (Response::Orphans(l), _) => l,
+                (other, _) => return Err(unexpected(&*self.meta_peer(route)?, "orphans", &other)),
+            };
+            for o in list {
+                if self.open_file(o.ino).is_some() {
+                    continue;
+                }
+                match self.reclaim(&o).await {
+                    Ok(()) => n += 1,
+                    Err(e) => warn!(ino = o.ino, error = %e, "cannot reclaim orphan"),
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    // ---- extended attributes ----------------------------------------------
+
+    pub async fn setxattr(
+        &self,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        mode: XattrMode,
+    ) -> Result<(), ClientError> {
+        let req = MetaRequest::SetXattr {
+            ino,
+            name: name.to_vec(),
+            value: value.to_vec(),
+            mode,
+        };
+        match self.meta(ino, req, Bytes::new()).await? {
+            (Response::Unit, _) | (Response::Attr(_), _) => Ok(()),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, "setxattr", &other)),
+        }
+    }
+
+    pub async fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>, ClientError> {
+        let req = MetaRequest::GetXattr {
+            ino,
+            name: name.to_vec(),
+        };
+        match self.meta(ino, req, Bytes::new()).await? {
+            (Response::Xattr(v), _) => Ok(v),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, "getxattr", &other)),
+        }
+    }
+
+    pub async fn listxattr(&self, ino: Ino) -> Result<Vec<Vec<u8>>, ClientError> {
+        match self
+            .meta(ino, MetaRequest::ListXattr { ino }, Bytes::new())
+            .await?
+        {
+            (Response::XattrNames(v), _) => Ok(v),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, "listxattr", &other)),
+        }
+    }
+
+    pub async fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<(), ClientError> {
+        let req = MetaRequest::RemoveXattr {
+            ino,
+            name: name.to_vec(),
+        };
+        match self.meta(ino, req, Bytes::new()).await? {
+            (Response::Unit, _) | (Response::Attr(_), _) => Ok(()),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, "removexattr", &other)),
+        }
+    }
+
+    // ---- capacity ---------------------------------------------------------
+
+    /// Inode counters summed over the file system's shards.
+    pub async fn counters(&self) -> Result<FsCounters, ClientError> {
+        let mut total = FsCounters::default();
+        for shard in &self.fs.shards {
+            let route = weft_proto::types::make_ino(shard.id, 1);
+            match self
+                .meta(route, MetaRequest::Counters, Bytes::new())
+                .await?
+            {
+                (Response::Counters(c), _) => {
+                    total.inodes_used += c.inodes_used;
+                    total.inodes_max += c.inodes_max;
+                    total.inline_bytes += c.inline_bytes;
+                }
+                (other, _) => return Err(unexpected(&*self.meta_peer(route)?, "counters", &other)),
+            }
+        }
+        Ok(total)
+    }
+
+    pub async fn statfs(&self) -> Result<StatFs, ClientError> {
+        let cfg = self.cluster.config();
+        let pools: Vec<&str> = self
+            .fs
+            .chain_tables
+            .iter()
+            .map(|t| t.pool.as_str())
+            .collect();
+        let ours: Vec<u32> = cfg
+            .nsds
+            .iter()
+            .filter(|n| pools.contains(&n.pool.as_str()) && n.usage.holds_data())
+            .map(|n| n.id)
+            .collect();
+        let stats = self.cluster.nsd_stats().await?;
+        let (mut total, mut free) = (0u64, 0u64);
+        for s in stats.iter().filter(|s| ours.contains(&s.nsd)) {
+            total += s.size;
+            free += s.free;
+        }
+        let c = self.counters().await?;
+        Ok(StatFs {
+            block_size: self.fs.block_size,
+            fragment_size: self.fs.subblock_size,
+            total_bytes: total,
+            free_bytes: free,
+            avail_bytes: free,
+            inodes: c.inodes_max,
+            inodes_free: c.inodes_max.saturating_sub(c.inodes_used),
+            name_max: NAME_MAX as u32,
+        })
+    }
+}
+
+fn check_name(name: &[u8]) -> Result<(), ClientError> {
+    if name.len() > NAME_MAX {
+        return Err(ClientError::local(
+            ErrorKind::NameTooLong,
+            format!("name of {} bytes exceeds {NAME_MAX}", name.len()),
+        ));
+    }
+    Ok(())
+}

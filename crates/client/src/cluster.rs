@@ -1,0 +1,132 @@
+//! The cluster as a client sees it: the configuration fetched from a quorum
+//! node, and routes from NSD ids and metadata shards to server connections.
+
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use weft_net::{Peer, Pool, Secret};
+use weft_proto::config::{ClusterConfig, FsInfo};
+use weft_proto::msg::{NsdStat, QuorumRequest};
+use weft_proto::types::{NodeId, NsdId, ShardId};
+use weft_proto::{NsdRequest, Request, Response};
+
+use crate::ClientError;
+
+/// Connections per server: enough to keep several 4 MiB transfers moving.
+const CONNECTIONS_PER_PEER: usize = 4;
+
+pub struct Cluster {
+    pool: Pool,
+    quorum: Arc<Peer>,
+    config: RwLock<Arc<ClusterConfig>>,
+}
+
+impl Cluster {
+    /// Connects to a quorum node and reads the configuration.
+    pub async fn connect(
+        quorum_addr: &str,
+        secret: Secret,
+        name: &str,
+    ) -> Result<Arc<Cluster>, ClientError> {
+        let pool = Pool::new(secret, name, CONNECTIONS_PER_PEER);
+        let quorum = pool.peer(quorum_addr);
+        let config = fetch_config(&quorum).await?;
+        Ok(Arc::new(Cluster {
+            pool,
+            quorum,
+            config: RwLock::new(Arc::new(config)),
+        }))
+    }
+
+    pub fn config(&self) -> Arc<ClusterConfig> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Re-reads the configuration from the quorum.
+    pub async fn refresh(&self) -> Result<Arc<ClusterConfig>, ClientError> {
+        let fresh = Arc::new(fetch_config(&self.quorum).await?);
+        match self.config.write() {
+            Ok(mut c) => *c = fresh.clone(),
+            Err(poisoned) => *poisoned.into_inner() = fresh.clone(),
+        }
+        Ok(fresh)
+    }
+
+    pub fn filesystem(&self, name: &str) -> Result<FsInfo, ClientError> {
+        let cfg = self.config();
+        cfg.filesystem(name)
+            .cloned()
+            .ok_or_else(|| ClientError::NoFileSystem {
+                name: name.to_string(),
+                have: cfg
+                    .filesystems
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    fn node_peer(&self, cfg: &ClusterConfig, node: NodeId) -> Result<Arc<Peer>, ClientError> {
+        let n = cfg.node(node).ok_or_else(|| {
+            ClientError::Config(format!("node {node} is not in the configuration"))
+        })?;
+        Ok(self.pool.peer(&n.addr))
+    }
+
+    pub fn nsd_peer(&self, nsd: NsdId) -> Result<Arc<Peer>, ClientError> {
+        let cfg = self.config();
+        let info = cfg
+            .nsd(nsd)
+            .ok_or_else(|| ClientError::Config(format!("NSD {nsd} is not in the configuration")))?;
+        self.node_peer(&cfg, info.node)
+    }
+
+    pub fn shard_peer(&self, fs: &FsInfo, shard: ShardId) -> Result<Arc<Peer>, ClientError> {
+        let s = fs.shards.iter().find(|s| s.id == shard).ok_or_else(|| {
+            ClientError::Config(format!("file system {} has no shard {shard}", fs.name))
+        })?;
+        self.node_peer(&self.config(), s.node)
+    }
+
+    /// Usage of every NSD, asked of every node that serves NSDs.
+    pub async fn nsd_stats(&self) -> Result<Vec<NsdStat>, ClientError> {
+        let cfg = self.config();
+        let mut out = Vec::new();
+        for node in cfg.nodes.iter().filter(|n| n.roles.nsd) {
+            let peer = self.pool.peer(&node.addr);
+            match peer
+                .call(Request::Nsd(NsdRequest::Stats), Bytes::new())
+                .await?
+            {
+                (Response::NsdStats(s), _) => out.extend(s),
+                (other, _) => return Err(unexpected(&peer, "nsd stats", &other)),
+            }
+        }
+        out.sort_by_key(|s| s.nsd);
+        Ok(out)
+    }
+}
+
+async fn fetch_config(quorum: &Peer) -> Result<ClusterConfig, ClientError> {
+    match quorum
+        .call(Request::Quorum(QuorumRequest::GetConfig), Bytes::new())
+        .await?
+    {
+        (Response::Config(c), _) => Ok(*c),
+        (other, _) => Err(unexpected(quorum, "get config", &other)),
+    }
+}
+
+pub(crate) fn unexpected(peer: &Peer, request: &'static str, got: &Response) -> ClientError {
+    let mut text = format!("{got:?}");
+    text.truncate(120);
+    ClientError::UnexpectedResponse {
+        server: peer.addr().to_string(),
+        request,
+        got: text,
+    }
+}

@@ -1,0 +1,213 @@
+//! File data over chains: block *i* of a file lives on chain
+//! `layout.chain_of(i)` of its pool's chain table. Writes go to every member
+//! of the chain (replicas), reads to the first member; the blocks of one
+//! request travel to their NSD servers in parallel.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::try_join_all;
+use weft_net::Peer;
+use weft_proto::config::{ChainTable, FsInfo};
+use weft_proto::layout::Layout;
+use weft_proto::types::{ChunkId, Ino, NsdId};
+use weft_proto::{NsdRequest, Request, Response};
+
+use crate::cluster::{unexpected, Cluster};
+use crate::ClientError;
+
+/// Identity of one file's data: what every chunk id is made of.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FileData {
+    pub ino: Ino,
+    pub gen: u64,
+    pub layout: Layout,
+}
+
+pub(crate) struct DataPath {
+    cluster: Arc<Cluster>,
+    fs: FsInfo,
+}
+
+impl DataPath {
+    pub fn new(cluster: Arc<Cluster>, fs: FsInfo) -> Self {
+        DataPath { cluster, fs }
+    }
+
+    fn table(&self, layout: &Layout) -> Result<&ChainTable, ClientError> {
+        // One pool per file system for now: the pool index names the table.
+        self.fs
+            .chain_tables
+            .get(layout.pool as usize)
+            .ok_or_else(|| {
+                ClientError::Config(format!(
+                    "file system {} has no pool {}",
+                    self.fs.name, layout.pool
+                ))
+            })
+    }
+
+    /// The NSDs of the chain holding `block`, head first.
+    fn chain(&self, f: &FileData, block: u64) -> Result<Vec<NsdId>, ClientError> {
+        let table = self.table(&f.layout)?;
+        let idx = f.layout.chain_of(block) as usize;
+        table
+            .chains
+            .get(idx)
+            .map(|c| c.nsds.clone())
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                ClientError::Config(format!(
+                    "chain {idx} of pool {} is missing or empty",
+                    table.pool
+                ))
+            })
+    }
+
+    /// Every NSD that may hold a chunk of the file.
+    fn all_nsds(&self, f: &FileData) -> Result<BTreeSet<NsdId>, ClientError> {
+        let mut out = BTreeSet::new();
+        for i in 0..u64::from(f.layout.stripe_width.max(1)) {
+            out.extend(self.chain(f, i)?);
+        }
+        Ok(out)
+    }
+
+    fn chunk(&self, f: &FileData, block: u64) -> ChunkId {
+        ChunkId {
+            fs: self.fs.id,
+            ino: f.ino,
+            gen: f.gen,
+            block,
+        }
+    }
+
+    async fn call(
+        &self,
+        nsd: NsdId,
+        req: NsdRequest,
+        data: Bytes,
+    ) -> Result<(Response, Bytes, Arc<Peer>), ClientError> {
+        let peer = self.cluster.nsd_peer(nsd)?;
+        let (resp, data) = peer.call(Request::Nsd(req), data).await?;
+        Ok((resp, data, peer))
+    }
+
+    async fn expect_unit(
+        &self,
+        nsd: NsdId,
+        req: NsdRequest,
+        data: Bytes,
+        what: &'static str,
+    ) -> Result<(), ClientError> {
+        match self.call(nsd, req, data).await? {
+            (Response::Unit, _, _) => Ok(()),
+            (other, _, peer) => Err(unexpected(&peer, what, &other)),
+        }
+    }
+
+    /// Writes `data` at `offset`; every block's piece goes to every member of its chain.
+    pub async fn write(&self, f: &FileData, offset: u64, data: Bytes) -> Result<(), ClientError> {
+        let mut ops = Vec::new();
+        for seg in f.layout.segments(offset, data.len() as u64) {
+            let piece =
+                data.slice(seg.buf_offset as usize..(seg.buf_offset + u64::from(seg.len)) as usize);
+            for nsd in self.chain(f, seg.block)? {
+                let req = NsdRequest::Write {
+                    nsd,
+                    chunk: self.chunk(f, seg.block),
+                    offset: seg.offset,
+                    sync: false,
+                };
+                ops.push(self.expect_unit(nsd, req, piece.clone(), "write"));
+            }
+        }
+        try_join_all(ops).await.map(|_| ())
+    }
+
+    /// Reads `len` bytes at `offset` (the caller clamps to the file size);
+    /// holes and short chunks read as zeros.
+    pub async fn read(&self, f: &FileData, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+        let segs: Vec<_> = f.layout.segments(offset, len).collect();
+        let mut ops = Vec::with_capacity(segs.len());
+        for seg in &segs {
+            let nsd = self.chain(f, seg.block)?[0];
+            let req = NsdRequest::Read {
+                nsd,
+                chunk: self.chunk(f, seg.block),
+                offset: seg.offset,
+                len: seg.len,
+            };
+            ops.push(async move {
+                match self.call(nsd, req, Bytes::new()).await? {
+                    (Response::ChunkRead { .. }, data, _) => Ok(data),
+                    (other, _, peer) => Err(unexpected(&peer, "read", &other)),
+                }
+            });
+        }
+        let pieces = try_join_all(ops).await?;
+        if let [only] = pieces.as_slice() {
+            if only.len() as u64 == len {
+                return Ok(only.clone());
+            }
+        }
+        let mut out = BytesMut::zeroed(len as usize);
+        for (seg, piece) in segs.iter().zip(pieces) {
+            let n = piece.len().min(seg.len as usize);
+            let start = seg.buf_offset as usize;
+            if let (Some(dst), Some(src)) = (out.get_mut(start..start + n), piece.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    /// Drops every byte at or past `size`: whole chunks past it are deleted,
+    /// the chunk it falls in is shortened.
+    pub async fn truncate(&self, f: &FileData, size: u64) -> Result<(), ClientError> {
+        let bs = u64::from(f.layout.block_size.max(1));
+        let from_block = size.div_ceil(bs);
+        let mut ops = Vec::new();
+        for nsd in self.all_nsds(f)? {
+            let req = NsdRequest::DeleteFrom {
+                nsd,
+                fs: self.fs.id,
+                ino: f.ino,
+                gen: f.gen,
+                from_block,
+            };
+            ops.push(self.expect_unit(nsd, req, Bytes::new(), "delete"));
+        }
+        try_join_all(ops).await?;
+        if size % bs != 0 {
+            let block = size / bs;
+            let mut ops = Vec::new();
+            for nsd in self.chain(f, block)? {
+                let req = NsdRequest::Truncate {
+                    nsd,
+                    chunk: self.chunk(f, block),
+                    len: (size % bs) as u32,
+                };
+                ops.push(self.expect_unit(nsd, req, Bytes::new(), "truncate"));
+            }
+            try_join_all(ops).await?;
+        }
+        Ok(())
+    }
+
+    /// Makes every chunk of the file durable on every NSD that holds it.
+    pub async fn sync(&self, f: &FileData) -> Result<(), ClientError> {
+        let mut ops = Vec::new();
+        for nsd in self.all_nsds(f)? {
+            let req = NsdRequest::Sync {
+                nsd,
+                fs: self.fs.id,
+                ino: f.ino,
+                gen: f.gen,
+            };
+            ops.push(self.expect_unit(nsd, req, Bytes::new(), "sync"));
+        }
+        try_join_all(ops).await.map(|_| ())
+    }
+}
