@@ -180,7 +180,7 @@ impl DataPath {
             ops.push(self.expect_unit(nsd, req, Bytes::new(), "delete"));
         }
         try_join_all(ops).await?;
-        if size % bs != 0 {
+        if !size.is_multiple_of(bs) {
             let block = size / bs;
             let mut ops = Vec::new();
             for nsd in self.chain(f, block)? {
