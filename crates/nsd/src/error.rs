@@ -24,9 +24,7 @@ pub enum NsdError {
         field: &'static str,
         reason: String,
     },
-    #[error(
-        "NSD id {id} is given twice ({first} and {second}); every NSD needs its own id"
-    )]
+    #[error("NSD id {id} is given twice ({first} and {second}); every NSD needs its own id")]
     DuplicateId {
         id: NsdId,
         first: PathBuf,
@@ -142,7 +140,9 @@ pub enum RequestError {
         used: u64,
         size: u64,
     },
-    #[error("NSD {nsd}: the file system under {path} is full ({source}); free space on it or add NSDs")]
+    #[error(
+        "NSD {nsd}: the file system under {path} is full ({source}); free space on it or add NSDs"
+    )]
     DiskFull {
         nsd: NsdRef,
         path: PathBuf,
@@ -241,10 +241,20 @@ mod tests {
 
     #[test]
     fn enospc_is_no_space() {
-        let e = RequestError::io(&nsd(), "write", "/x", io::Error::from_raw_os_error(libc::ENOSPC));
+        let e = RequestError::io(
+            &nsd(),
+            "write",
+            "/x",
+            io::Error::from_raw_os_error(libc::ENOSPC),
+        );
         assert_eq!(e.kind(), ErrorKind::NoSpace);
         assert!(e.to_string().contains("nsd3 (id 3)"), "{e}");
-        let e = RequestError::io(&nsd(), "write", "/x", io::Error::from_raw_os_error(libc::EIO));
+        let e = RequestError::io(
+            &nsd(),
+            "write",
+            "/x",
+            io::Error::from_raw_os_error(libc::EIO),
+        );
         assert_eq!(e.kind(), ErrorKind::Io);
         assert!(e.to_string().contains("/x"), "{e}");
     }

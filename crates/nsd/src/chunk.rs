@@ -1,0 +1,234 @@
+//! The chunk file header: length and per-piece CRC32C. Pure code, no I/O.
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     magic b"WCHK"
+//! 4       4     format version (u32 LE, FORMAT_VERSION)
+//! 8       4     chunk_len (u32 LE): data bytes stored after the header
+//! 12      4     piece count n (u32 LE) = ceil(chunk_len / PIECE)
+//! 16      4*n   CRC32C (u32 LE) of each 64 KiB piece of the data; the last
+//!               piece covers only the bytes below chunk_len
+//! 16+4n   4     CRC32C of bytes 0..16+4n
+//! ...           zero up to HEADER_LEN; the data starts at HEADER_LEN
+//! ```
+
+use weft_proto::config::FORMAT_VERSION;
+use weft_proto::layout::{MAX_BLOCK, PIECE};
+
+/// Bytes before the data in a chunk file.
+pub const HEADER_LEN: usize = 4096;
+pub const MAGIC: [u8; 4] = *b"WCHK";
+/// Pieces in the largest block.
+pub const MAX_PIECES: usize = (MAX_BLOCK / PIECE) as usize;
+const FIXED_LEN: usize = 16;
+
+/// Why a chunk header (or the file around it) cannot be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkFormatError {
+    #[error("header is {have} bytes, too short")]
+    ShortHeader { have: usize },
+    #[error("bad magic {found:02x?}, not a chunk file")]
+    BadMagic { found: [u8; 4] },
+    #[error("chunk format version {found}, this weft reads version {expected}")]
+    Version { found: u32, expected: u32 },
+    #[error("header claims {count} pieces, at most {max} fit")]
+    TooManyPieces { count: u32, max: usize },
+    #[error("header checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    HeaderChecksum { stored: u32, computed: u32 },
+    #[error("header has {count} pieces for {len} bytes")]
+    PieceCount { len: u32, count: u32 },
+    #[error("file holds {have} data bytes, header says {need}")]
+    ShortData { need: u64, have: u64 },
+}
+
+/// A decoded header: the chunk's length and one CRC32C per piece.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkHeader {
+    pub len: u32,
+    pub crcs: Vec<u32>,
+}
+
+/// Number of pieces covering `len` bytes.
+pub fn piece_count(len: u32) -> usize {
+    len.div_ceil(PIECE) as usize
+}
+
+/// Byte range `start..end` of piece `p` in a chunk of `len` bytes.
+pub fn piece_range(p: usize, len: u32) -> (u64, u64) {
+    let start = p as u64 * u64::from(PIECE);
+    let end = (start + u64::from(PIECE)).min(u64::from(len));
+    (start, end.max(start))
+}
+
+/// Index of the piece holding byte `pos`.
+pub fn piece_of(pos: u64) -> usize {
+    (pos / u64::from(PIECE)) as usize
+}
+
+impl ChunkHeader {
+    /// The header of an absent (zero-length) chunk.
+    pub fn empty() -> Self {
+        ChunkHeader {
+            len: 0,
+            crcs: Vec::new(),
+        }
+    }
+
+    /// The header of `data` stored whole.
+    #[cfg(test)]
+    pub fn of_data(data: &[u8]) -> Self {
+        ChunkHeader {
+            len: data.len() as u32,
+            crcs: data.chunks(PIECE as usize).map(crc32c::crc32c).collect(),
+        }
+    }
+
+    /// Encodes into exactly [`HEADER_LEN`] bytes. The caller keeps
+    /// `crcs.len() == piece_count(len) <= MAX_PIECES`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(HEADER_LEN);
+        buf.extend_from_slice(&MAGIC);
+        buf.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        buf.extend_from_slice(&self.len.to_le_bytes());
+        buf.extend_from_slice(&(self.crcs.len() as u32).to_le_bytes());
+        for c in &self.crcs {
+            buf.extend_from_slice(&c.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&buf);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf.resize(HEADER_LEN, 0);
+        buf
+    }
+
+    /// Decodes and checks a header; never panics on any input.
+    pub fn decode(buf: &[u8]) -> Result<Self, ChunkFormatError> {
+        let short = || ChunkFormatError::ShortHeader { have: buf.len() };
+        let magic: [u8; 4] = field(buf, 0).ok_or_else(short)?;
+        if magic != MAGIC {
+            return Err(ChunkFormatError::BadMagic { found: magic });
+        }
+        let version = u32::from_le_bytes(field(buf, 4).ok_or_else(short)?);
+        if version != FORMAT_VERSION {
+            return Err(ChunkFormatError::Version {
+                found: version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        let len = u32::from_le_bytes(field(buf, 8).ok_or_else(short)?);
+        let count = u32::from_le_bytes(field(buf, 12).ok_or_else(short)?);
+        if count as usize > MAX_PIECES {
+            return Err(ChunkFormatError::TooManyPieces {
+                count,
+                max: MAX_PIECES,
+            });
+        }
+        let body_len = FIXED_LEN + 4 * count as usize;
+        let body = buf.get(..body_len).ok_or_else(short)?;
+        let stored = u32::from_le_bytes(field(buf, body_len).ok_or_else(short)?);
+        let computed = crc32c::crc32c(body);
+        if stored != computed {
+            return Err(ChunkFormatError::HeaderChecksum { stored, computed });
+        }
+        if count as usize != piece_count(len) {
+            return Err(ChunkFormatError::PieceCount { len, count });
+        }
+        let crcs = body
+            .get(FIXED_LEN..)
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(ChunkHeader { len, crcs })
+    }
+}
+
+fn field(buf: &[u8], at: usize) -> Option<[u8; 4]> {
+    buf.get(at..at.checked_add(4)?)?.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn largest_block_fits_the_header() {
+        let h = ChunkHeader {
+            len: MAX_BLOCK,
+            crcs: vec![7; MAX_PIECES],
+        };
+        let enc = h.encode();
+        assert_eq!(enc.len(), HEADER_LEN);
+        assert_eq!(ChunkHeader::decode(&enc), Ok(h));
+    }
+
+    #[test]
+    fn damaged_headers_are_typed_errors() {
+        let h = ChunkHeader::of_data(&[1u8; 100_000]);
+        let enc = h.encode();
+        let mut bad = enc.clone();
+        bad[0] = b'X';
+        assert!(matches!(
+            ChunkHeader::decode(&bad),
+            Err(ChunkFormatError::BadMagic { .. })
+        ));
+        let mut bad = enc.clone();
+        bad[4] = 9;
+        assert!(matches!(
+            ChunkHeader::decode(&bad),
+            Err(ChunkFormatError::Version { found: 9, .. })
+        ));
+        let mut bad = enc.clone();
+        bad[17] ^= 1;
+        assert!(matches!(
+            ChunkHeader::decode(&bad),
+            Err(ChunkFormatError::HeaderChecksum { .. })
+        ));
+        let mut bad = enc.clone();
+        bad[13] = 0xff;
+        assert!(matches!(
+            ChunkHeader::decode(&bad),
+            Err(ChunkFormatError::TooManyPieces { .. })
+        ));
+        assert!(matches!(
+            ChunkHeader::decode(&enc[..20]),
+            Err(ChunkFormatError::ShortHeader { have: 20 })
+        ));
+    }
+
+    #[test]
+    fn piece_arithmetic() {
+        let p = PIECE;
+        assert_eq!(piece_count(0), 0);
+        assert_eq!(piece_count(1), 1);
+        assert_eq!(piece_count(p), 1);
+        assert_eq!(piece_count(p + 1), 2);
+        assert_eq!(piece_range(1, p + 10), (u64::from(p), u64::from(p) + 10));
+        assert_eq!(piece_of(u64::from(p) - 1), 0);
+        assert_eq!(piece_of(u64::from(p)), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(len in 0u32..=MAX_BLOCK, seed in any::<u32>()) {
+            let crcs = (0..piece_count(len) as u32).map(|i| i.wrapping_mul(seed)).collect();
+            let h = ChunkHeader { len, crcs };
+            prop_assert_eq!(ChunkHeader::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn garbage_never_panics(buf in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = ChunkHeader::decode(&buf);
+        }
+
+        #[test]
+        fn any_flipped_bit_is_caught(len in 0u32..=1 << 20, bit in 0usize..(16 + 4 * 16 + 4) * 8) {
+            let h = ChunkHeader { len, crcs: vec![0xabcd; piece_count(len)] };
+            let mut enc = h.encode();
+            let used = 16 + 4 * h.crcs.len() + 4;
+            prop_assume!(bit / 8 < used);
+            enc[bit / 8] ^= 1 << (bit % 8);
+            prop_assert!(ChunkHeader::decode(&enc).is_err());
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Reading and verifying one chunk file: the header, then data pieces checked
+//! against their CRC32C. Every length comes from disk and is checked before use.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::chunk::{piece_of, piece_range, ChunkFormatError, ChunkHeader, HEADER_LEN};
+
+/// Why a chunk file could not be read.
+#[derive(Debug)]
+pub enum ChunkIoError {
+    Io {
+        op: &'static str,
+        source: io::Error,
+    },
+    Format(ChunkFormatError),
+    Checksum {
+        piece: u32,
+        stored: u32,
+        computed: u32,
+    },
+}
+
+impl From<ChunkFormatError> for ChunkIoError {
+    fn from(e: ChunkFormatError) -> Self {
+        ChunkIoError::Format(e)
+    }
+}
+
+fn io_err(op: &'static str) -> impl FnOnce(io::Error) -> ChunkIoError {
+    move |source| ChunkIoError::Io { op, source }
+}
+
+/// A chunk whose header decoded and whose file holds all its data.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub header: ChunkHeader,
+    pub file_len: u64,
+}
+
+/// Opens an existing chunk file; `None` when absent.
+pub fn open(path: &Path, write: bool) -> io::Result<Option<File>> {
+    match OpenOptions::new().read(true).write(write).open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads up to [`HEADER_LEN`] bytes from the start of the file.
+fn read_header_bytes(file: &File) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; HEADER_LEN];
+    let mut have = 0;
+    while have < HEADER_LEN {
+        let rest = buf.get_mut(have..).unwrap_or_default();
+        match file.read_at(rest, have as u64) {
+            Ok(0) => break,
+            Ok(n) => have += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(have);
+    Ok(buf)
+}
+
+/// Reads and checks the header, and that the file holds all the data it claims.
+pub fn load(file: &File) -> Result<Loaded, ChunkIoError> {
+    let file_len = file.metadata().map_err(io_err("stat"))?.len();
+    let bytes = read_header_bytes(file).map_err(io_err("read header of"))?;
+    let header = ChunkHeader::decode(&bytes)?;
+    let have = file_len.saturating_sub(HEADER_LEN as u64);
+    if have < u64::from(header.len) {
+        return Err(ChunkFormatError::ShortData {
+            need: u64::from(header.len),
+            have,
+        }
+        .into());
+    }
+    Ok(Loaded { header, file_len })
+}
+
+/// The length to account for a chunk file: its header's (even when data is
+/// missing), or for a damaged header what the file holds, at most a block.
+pub fn accounted_len(file: &File, block_size: u32) -> io::Result<u32> {
+    let bytes = read_header_bytes(file)?;
+    match ChunkHeader::decode(&bytes) {
+        Ok(h) => Ok(h.len),
+        Err(_) => Ok(damaged_len(file.metadata()?.len(), block_size)),
+    }
+}
+
+/// The length accounted for a chunk file of `file_len` bytes whose header
+/// cannot be trusted.
+pub fn damaged_len(file_len: u64, block_size: u32) -> u32 {
+    let len = file_len.saturating_sub(HEADER_LEN as u64);
+    u32::try_from(len).unwrap_or(u32::MAX).min(block_size)
+}
+
+/// Reads the whole pieces covering `start..end` (`end <= header.len`) and
+/// verifies each. Returns the bytes and the chunk offset of the first one.
+pub fn read_verified(
+    file: &File,
+    header: &ChunkHeader,
+    start: u64,
+    end: u64,
+) -> Result<(Vec<u8>, u64), ChunkIoError> {
+    let end = end.min(u64::from(header.len));
+    if start >= end {
+        return Ok((Vec::new(), start));
+    }
+    let (p0, p1) = (piece_of(start), piece_of(end - 1));
+    let base = piece_range(p0, header.len).0;
+    let stop = piece_range(p1, header.len).1;
+    let mut buf = vec![0u8; (stop - base) as usize];
+    file.read_exact_at(&mut buf, HEADER_LEN as u64 + base)
+        .map_err(io_err("read"))?;
+    for p in p0..=p1 {
+        let (ps, pe) = piece_range(p, header.len);
+        let bytes = buf
+            .get((ps - base) as usize..(pe - base) as usize)
+            .unwrap_or_default();
+        let computed = crc32c::crc32c(bytes);
+        let stored = header.crcs.get(p).copied().unwrap_or(!computed);
+        if stored != computed {
+            return Err(ChunkIoError::Checksum {
+                piece: p as u32,
+                stored,
+                computed,
+            });
+        }
+    }
+    Ok((buf, base))
+}
+
+/// The verified bytes of one piece.
+pub fn read_piece(file: &File, header: &ChunkHeader, p: usize) -> Result<Vec<u8>, ChunkIoError> {
+    let (ps, pe) = piece_range(p, header.len);
+    read_verified(file, header, ps, pe).map(|(buf, _)| buf)
+}

@@ -1,0 +1,10 @@
+//! The requests an NSD serves, one per file, each an `impl Store` block.
+//!
+//! Every operation on a chunk holds the chunk's stripe of the lock table for
+//! its whole duration, so requests on one chunk never interleave.
+
+mod delete_from;
+mod read;
+mod sync;
+mod truncate;
+mod write;

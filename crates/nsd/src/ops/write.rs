@@ -1,0 +1,178 @@
+//! `Write`: data at an offset inside one chunk, creating it.
+//!
+//! A write that creates the chunk, or covers all of it from offset 0, builds a
+//! new file beside it and renames it over the old one (atomic). Any other
+//! write changes the file in place: it verifies the old pieces it only partly
+//! covers, writes the data, then the new header.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use weft_proto::types::ChunkId;
+
+use crate::chunk::{ChunkHeader, HEADER_LEN};
+use crate::chunk_file::{self, ChunkIoError, Loaded};
+use crate::error::RequestError;
+use crate::store::Store;
+use crate::update::plan_write;
+
+impl Store {
+    /// Writes `data` at `offset`; the gap before `offset` reads as zeros.
+    /// An empty write changes nothing. With `sync` the chunk (and any
+    /// directory entry the write made) is durable on return.
+    pub fn write(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), RequestError> {
+        self.check_range(u64::from(offset), data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let _guard = self.locks.lock(c);
+        let path = self.paths.chunk(c);
+        let Some(file) = chunk_file::open(&path, true).map_err(|e| self.io("open", &path, e))?
+        else {
+            return self.replace(c, &path, None, offset, data, sync);
+        };
+        let whole_block = offset == 0 && data.len() as u64 == u64::from(self.spec.block_size);
+        match chunk_file::load(&file) {
+            Ok(loaded) if offset == 0 && data.len() as u64 >= u64::from(loaded.header.len) => {
+                self.replace(c, &path, Some(loaded.header.len), offset, data, sync)
+            }
+            Ok(loaded) => self.write_in_place(c, &path, &file, &loaded, offset, data, sync),
+            // A whole block replaces a damaged chunk: that is how it is rebuilt.
+            Err(ChunkIoError::Format(reason)) if whole_block => {
+                tracing::warn!(nsd = %self.nsd, path = %path.display(), %reason, "replacing damaged chunk with a whole block");
+                let old = chunk_file::accounted_len(&file, self.spec.block_size)
+                    .map_err(|e| self.io("read header of", &path, e))?;
+                self.replace(c, &path, Some(old), offset, data, sync)
+            }
+            Err(e) => Err(self.chunk_error(c, &path, e)),
+        }
+    }
+
+    /// Writes a new chunk file beside the old one and renames it into place.
+    fn replace(
+        &self,
+        c: &ChunkId,
+        path: &Path,
+        old: Option<u32>,
+        offset: u32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), RequestError> {
+        let header = plan_write(&ChunkHeader::empty(), offset, data, |_| Err(()))
+            .map_err(|()| self.internal("a new chunk needed old bytes"))?;
+        self.reserve(old, Some(header.len))?;
+        let tmp = self
+            .paths
+            .tmp(c, self.tmp_seq.fetch_add(1, Ordering::Relaxed));
+        let placed = self.create_tmp(c, &tmp).and_then(|(file, created)| {
+            self.fill(&file, &tmp, &header, offset, data, sync)?;
+            fs::rename(&tmp, path).map_err(|e| self.io("rename into", path, e))?;
+            Ok(created)
+        });
+        let created = match placed {
+            Ok(created) => created,
+            Err(e) => {
+                self.usage.revert(old, Some(header.len));
+                if let Err(rm) = fs::remove_file(&tmp) {
+                    if rm.kind() != io::ErrorKind::NotFound {
+                        tracing::warn!(nsd = %self.nsd, path = %tmp.display(), error = %rm, "cannot remove temporary chunk file");
+                    }
+                }
+                return Err(e);
+            }
+        };
+        if sync {
+            // The chunk is in place and accounted; only its durability is in
+            // doubt. The rename changed the file's directory; each directory
+            // created changed its parent.
+            self.sync_dir(&self.paths.file_dir(c.fs, c.ino, c.gen))?;
+            for parent in created.iter().filter_map(|d| d.parent()) {
+                self.sync_dir(parent)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the temporary file, and the file's directory if needed.
+    /// Returns the directories created, top first.
+    fn create_tmp(&self, c: &ChunkId, tmp: &Path) -> Result<(File, Vec<PathBuf>), RequestError> {
+        // Once the temporary file exists the directory is not empty, so no
+        // one removes it; until then the shared directory lock keeps it.
+        let _dir = self.dir_locks.shared(c.fs, c.ino, c.gen);
+        let created = self
+            .paths
+            .create_file_dir(c.fs, c.ino, c.gen)
+            .map_err(|e| self.io("create directory for", tmp, e))?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp)
+            .map_err(|e| self.io("create", tmp, e))?;
+        Ok((file, created))
+    }
+
+    /// Writes header and data into a new file.
+    fn fill(
+        &self,
+        file: &File,
+        tmp: &Path,
+        header: &ChunkHeader,
+        offset: u32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), RequestError> {
+        file.write_all_at(&header.encode(), 0)
+            .map_err(|e| self.io("write", tmp, e))?;
+        file.write_all_at(data, HEADER_LEN as u64 + u64::from(offset))
+            .map_err(|e| self.io("write", tmp, e))?;
+        if sync {
+            file.sync_data().map_err(|e| self.io("sync", tmp, e))?;
+        }
+        Ok(())
+    }
+
+    /// Overwrites part of an existing chunk, or extends it, in place.
+    #[allow(clippy::too_many_arguments)]
+    fn write_in_place(
+        &self,
+        c: &ChunkId,
+        path: &Path,
+        file: &File,
+        loaded: &Loaded,
+        offset: u32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<(), RequestError> {
+        let old = &loaded.header;
+        let new = plan_write(old, offset, data, |p| chunk_file::read_piece(file, old, p))
+            .map_err(|e| self.chunk_error(c, path, e))?;
+        self.reserve(Some(old.len), Some(new.len))?;
+        let io = || -> io::Result<()> {
+            let old_end = HEADER_LEN as u64 + u64::from(old.len);
+            if offset > old.len && loaded.file_len > old_end {
+                // Bytes past the old end (from an interrupted write) would
+                // show through the gap; cut them so the gap reads as zeros.
+                file.set_len(old_end)?;
+            }
+            file.write_all_at(data, HEADER_LEN as u64 + u64::from(offset))?;
+            file.write_all_at(&new.encode(), 0)?;
+            if sync {
+                file.sync_data()?;
+            }
+            Ok(())
+        };
+        io().map_err(|e| {
+            self.usage.revert(Some(old.len), Some(new.len));
+            self.io("write", path, e)
+        })
+    }
+}

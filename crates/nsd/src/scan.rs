@@ -1,0 +1,100 @@
+//! Rebuilds an NSD's space accounting at open by reading every chunk header,
+//! and removes temporary files left by writes a crash interrupted.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::chunk_file::{self, ChunkIoError};
+use crate::error::NsdError;
+use crate::paths::{parse_decimal, parse_entry, parse_file_dir, Entry, Paths};
+use crate::usage::Usage;
+
+/// What the scan found besides healthy chunks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Chunks whose header is damaged; accounted by their file length.
+    pub damaged: u64,
+    pub tmp_removed: u64,
+}
+
+pub fn rebuild(paths: &Paths, usage: &Usage, block_size: u32) -> Result<ScanReport, NsdError> {
+    let mut report = ScanReport::default();
+    for fs_dir in subdirs(paths.root(), |n| parse_decimal(n).is_some())? {
+        for hash_dir in subdirs(&fs_dir, |n| {
+            n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit())
+        })? {
+            for file_dir in subdirs(&hash_dir, |n| parse_file_dir(n).is_some())? {
+                scan_file_dir(&file_dir, usage, block_size, &mut report)?;
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn scan_file_dir(
+    dir: &Path,
+    usage: &Usage,
+    block_size: u32,
+    report: &mut ScanReport,
+) -> Result<(), NsdError> {
+    for (name, path) in entries(dir)? {
+        match parse_entry(&name) {
+            Entry::Chunk(_) => {
+                let file = fs::File::open(&path).map_err(|e| NsdError::io(&path, "open", e))?;
+                if let Err(e) = chunk_file::load(&file) {
+                    if let ChunkIoError::Io { op, source } = e {
+                        return Err(NsdError::io(&path, op, source));
+                    }
+                    report.damaged += 1;
+                    tracing::error!(path = %path.display(), error = ?e, "damaged chunk found at open");
+                }
+                let len = chunk_file::accounted_len(&file, block_size)
+                    .map_err(|e| NsdError::io(&path, "read header of", e))?;
+                usage.force(None, Some(len));
+            }
+            Entry::Tmp(_) => {
+                fs::remove_file(&path).map_err(|e| NsdError::io(&path, "remove", e))?;
+                report.tmp_removed += 1;
+            }
+            Entry::Other => {
+                tracing::warn!(path = %path.display(), "unexpected file in NSD chunk tree; ignored");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, NsdError> {
+    let rd = fs::read_dir(dir).map_err(|e| NsdError::io(dir, "list directory", e))?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(|e| NsdError::io(dir, "list directory", e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        out.push((name, entry.path()));
+    }
+    Ok(out)
+}
+
+/// Subdirectories whose name passes `want`; anything else is logged and skipped.
+fn subdirs(dir: &Path, want: impl Fn(&str) -> bool) -> Result<Vec<PathBuf>, NsdError> {
+    let mut out = Vec::new();
+    for (name, path) in entries(dir)? {
+        let is_dir = fs::metadata(&path)
+            .map(|m| m.is_dir())
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::NotFound {
+                    Ok(false)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| NsdError::io(&path, "stat", e))?;
+        if is_dir && want(&name) {
+            out.push(path);
+        } else {
+            tracing::warn!(path = %path.display(), "unexpected entry in NSD chunk tree; ignored");
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,213 @@
+//! One NSD directory: its label, chunk tree, space accounting and chunk locks.
+//! The request operations on it live in [`crate::ops`], one per file.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+
+use weft_proto::layout::subblock_size;
+use weft_proto::msg::NsdStat;
+use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
+
+use crate::chunk_file::ChunkIoError;
+use crate::error::{ChunkRef, NsdError, NsdRef, RequestError};
+use crate::label::{check_label, sync_dir};
+use crate::locks::{DirLocks, LockTable};
+use crate::paths::Paths;
+use crate::scan;
+use crate::spec::NsdSpec;
+use crate::statvfs;
+use crate::usage::Usage;
+
+pub struct Store {
+    pub(crate) spec: NsdSpec,
+    pub(crate) cluster_id: String,
+    pub(crate) nsd: NsdRef,
+    pub(crate) paths: Paths,
+    pub(crate) usage: Usage,
+    pub(crate) locks: LockTable,
+    pub(crate) dir_locks: DirLocks,
+    /// Makes temporary file names unique within this process.
+    pub(crate) tmp_seq: AtomicU64,
+}
+
+impl Store {
+    /// Checks the label, then rebuilds the accounting from the chunk headers.
+    pub fn open(spec: NsdSpec, cluster_id: &str) -> Result<Store, NsdError> {
+        spec.validate()?;
+        check_label(&spec, cluster_id)?;
+        let paths = Paths::new(&spec.path);
+        fs::create_dir_all(paths.root())
+            .map_err(|e| NsdError::io(paths.root(), "create directory", e))?;
+        let usage = Usage::new(spec.size, spec.block_size);
+        let report = scan::rebuild(&paths, &usage, spec.block_size)?;
+        let totals = usage.totals();
+        tracing::info!(
+            nsd = %spec.name,
+            id = spec.id,
+            path = %spec.path.display(),
+            chunks = totals.chunks,
+            used = totals.used,
+            damaged = report.damaged,
+            stale_tmp_removed = report.tmp_removed,
+            "opened NSD"
+        );
+        Ok(Store {
+            nsd: NsdRef {
+                id: spec.id,
+                name: spec.name.clone(),
+            },
+            cluster_id: cluster_id.to_string(),
+            spec,
+            paths,
+            usage,
+            locks: LockTable::new(),
+            dir_locks: DirLocks::new(),
+            tmp_seq: AtomicU64::new(0),
+        })
+    }
+
+    pub fn id(&self) -> NsdId {
+        self.spec.id
+    }
+
+    pub fn chunk_path(&self, c: &ChunkId) -> PathBuf {
+        self.paths.chunk(c)
+    }
+
+    /// Capacity and usage, bounded by the free space of the file system below.
+    pub fn stat(&self) -> NsdStat {
+        let t = self.usage.totals();
+        let left = self.spec.size.saturating_sub(t.used);
+        let free = match statvfs::available_bytes(&self.spec.path) {
+            Ok(avail) => left.min(avail),
+            Err(e) => {
+                tracing::warn!(nsd = %self.nsd, path = %self.spec.path.display(), error = %e, "statvfs failed");
+                left
+            }
+        };
+        NsdStat {
+            nsd: self.spec.id,
+            size: self.spec.size,
+            used: t.used,
+            free,
+            chunks: t.chunks,
+            subblock: subblock_size(self.spec.block_size),
+            block: self.spec.block_size,
+            free_fragments: self.usage.free_fragments(free),
+            healthy: check_label(&self.spec, &self.cluster_id).is_ok(),
+        }
+    }
+
+    /// Refuses a byte range that does not fit in one block.
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), RequestError> {
+        if offset.saturating_add(len) > u64::from(self.spec.block_size) {
+            return Err(RequestError::OutOfBlock {
+                nsd: self.nsd.clone(),
+                offset,
+                len,
+                block_size: self.spec.block_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Accounts a chunk changing length, refusing growth past the NSD's size.
+    pub(crate) fn reserve(&self, old: Option<u32>, new: Option<u32>) -> Result<(), RequestError> {
+        self.usage
+            .change(old, new)
+            .map_err(|full| RequestError::NoSpace {
+                nsd: self.nsd.clone(),
+                need: full.need,
+                used: full.used,
+                size: full.size,
+            })
+    }
+
+    pub(crate) fn io(&self, op: &'static str, path: &Path, e: io::Error) -> RequestError {
+        RequestError::io(&self.nsd, op, path, e)
+    }
+
+    /// Turns a chunk read failure into a request error; damage is logged.
+    pub(crate) fn chunk_error(&self, c: &ChunkId, path: &Path, e: ChunkIoError) -> RequestError {
+        match e {
+            ChunkIoError::Io { op, source } => self.io(op, path, source),
+            ChunkIoError::Format(reason) => {
+                tracing::error!(
+                    nsd = %self.spec.name, fs = c.fs, ino = c.ino, gen = c.gen, block = c.block,
+                    path = %path.display(), %reason,
+                    "chunk file damaged"
+                );
+                RequestError::Corrupt {
+                    nsd: self.nsd.clone(),
+                    chunk: ChunkRef(*c),
+                    path: path.to_path_buf(),
+                    reason,
+                }
+            }
+            ChunkIoError::Checksum {
+                piece,
+                stored,
+                computed,
+            } => {
+                tracing::error!(
+                    nsd = %self.spec.name, fs = c.fs, ino = c.ino, gen = c.gen, block = c.block,
+                    piece, path = %path.display(),
+                    "chunk checksum mismatch: {stored:#010x} stored, {computed:#010x} computed"
+                );
+                RequestError::Checksum {
+                    nsd: self.nsd.clone(),
+                    chunk: ChunkRef(*c),
+                    piece,
+                    path: path.to_path_buf(),
+                    stored,
+                    computed,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn internal(&self, what: impl Into<String>) -> RequestError {
+        RequestError::Internal {
+            nsd: self.nsd.clone(),
+            what: what.into(),
+        }
+    }
+
+    /// Removes a file's directory if it holds nothing more.
+    pub(crate) fn remove_dir_if_empty(&self, fs: FsId, ino: Ino, gen: u64) {
+        let dir = self.paths.file_dir(fs, ino, gen);
+        let _guard = self.dir_locks.exclusive(fs, ino, gen);
+        if let Err(e) = fs::remove_dir(&dir) {
+            let expected = e.kind() == io::ErrorKind::NotFound
+                || matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST));
+            if !expected {
+                tracing::warn!(nsd = %self.nsd, dir = %dir.display(), error = %e, "cannot remove file directory");
+            }
+        }
+    }
+
+    pub(crate) fn sync_dir(&self, dir: &Path) -> Result<(), RequestError> {
+        sync_dir(dir).map_err(|e| self.io("sync directory", dir, e))
+    }
+
+    /// fsyncs `dir` and its ancestors up to the chunk tree's root; a
+    /// directory removed meanwhile needs nothing.
+    pub(crate) fn sync_tree(&self, dir: &Path) -> Result<(), RequestError> {
+        let root = self.paths.root();
+        let mut cur = Some(dir);
+        while let Some(d) = cur {
+            match sync_dir(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(self.io("sync directory", d, e)),
+            }
+            if d == root || !d.starts_with(root) {
+                break;
+            }
+            cur = d.parent();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests of the nsd role through `NsdServer::handle`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod concurrency;
+mod corruption;
+mod labels;
+mod model;
+mod nospace;
+mod reopen;
+mod roundtrip;

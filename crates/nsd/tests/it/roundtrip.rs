@@ -1,0 +1,260 @@
+//! Writes and reads, truncate, delete, sync and stats on healthy chunks.
+
+use weft_proto::layout::round_to_subblock;
+use weft_proto::msg::{NsdRequest, Response};
+use weft_proto::ErrorKind;
+
+use crate::common::*;
+
+#[test]
+fn full_blocks_round_trip() {
+    let e = env_with(1 << 30, 4 << 20);
+    let a = pattern(1, 4 << 20);
+    let b = pattern(2, 4 << 20);
+    e.write_ok(1, chunk(7, 0), 0, &a);
+    e.write_ok(2, chunk(7, 1), 0, &b);
+    assert_eq!(e.read_all(1, chunk(7, 0)).unwrap(), a);
+    assert_eq!(e.read_all(2, chunk(7, 1)).unwrap(), b);
+    // Same chunk id on the other NSD is a different chunk.
+    assert_eq!(e.read_all(2, chunk(7, 0)), None);
+    // Overwrite the whole block.
+    e.write_ok(1, chunk(7, 0), 0, &b);
+    assert_eq!(e.read_all(1, chunk(7, 0)).unwrap(), b);
+}
+
+#[test]
+fn partial_writes_at_odd_offsets_across_pieces() {
+    let e = env();
+    let c = chunk(9, 3);
+    let mut model = Vec::new();
+    let writes: &[(usize, usize)] = &[
+        (0, 3 * PIECE + 100),     // create, ends inside piece 3
+        (PIECE - 3, 10),          // straddles pieces 0 and 1
+        (2 * PIECE + 17, PIECE),  // inside 2, into 3
+        (3 * PIECE + 50, 20_000), // extends past the end
+        (1, 1),
+        (BS as usize - 1, 1), // last byte of the block
+    ];
+    for (i, &(off, len)) in writes.iter().enumerate() {
+        let data = pattern(100 + i as u64, len);
+        e.write_ok(1, c, off as u32, &data);
+        model_write(&mut model, off, &data);
+        assert_eq!(e.read_all(1, c).unwrap(), model, "after write {i}");
+    }
+    // Ranged reads at odd places, including across piece boundaries.
+    for &(off, len) in &[
+        (0, 1),
+        (PIECE - 1, 2),
+        (12345, 3 * PIECE),
+        (BS as usize - 5, 100),
+    ] {
+        let (resp, data) = e.read(1, c, off as u32, len as u32);
+        assert_eq!(
+            resp,
+            Response::ChunkRead {
+                chunk_len: model.len() as u32,
+                present: true
+            }
+        );
+        let end = (off + len).min(model.len());
+        assert_eq!(&data[..], &model[off..end], "read {off}+{len}");
+    }
+}
+
+#[test]
+fn a_write_past_the_end_leaves_zeros_in_the_gap() {
+    let e = env();
+    let c = chunk(11, 0);
+    e.write_ok(1, c, 0, &[7; 100]);
+    e.write_ok(1, c, 2 * PIECE as u32 + 5, &[9; 10]);
+    let got = e.read_all(1, c).unwrap();
+    assert_eq!(got.len(), 2 * PIECE + 15);
+    assert!(got[..100].iter().all(|&b| b == 7));
+    assert!(got[100..2 * PIECE + 5].iter().all(|&b| b == 0));
+    assert!(got[2 * PIECE + 5..].iter().all(|&b| b == 9));
+
+    // A new chunk written at an offset starts with zeros.
+    let d = chunk(11, 1);
+    e.write_ok(1, d, 70_000, &[3; 5]);
+    let got = e.read_all(1, d).unwrap();
+    assert_eq!(got.len(), 70_005);
+    assert!(got[..70_000].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn absent_chunks_and_reads_past_the_end() {
+    let e = env();
+    let (resp, data) = e.read(1, chunk(1, 0), 0, 4096);
+    assert_eq!(
+        resp,
+        Response::ChunkRead {
+            chunk_len: 0,
+            present: false
+        }
+    );
+    assert!(data.is_empty());
+    e.write_ok(1, chunk(1, 0), 0, &[1; 1000]);
+    let (resp, data) = e.read(1, chunk(1, 0), 1000, 10);
+    assert_eq!(
+        resp,
+        Response::ChunkRead {
+            chunk_len: 1000,
+            present: true
+        }
+    );
+    assert!(data.is_empty());
+    let (_, data) = e.read(1, chunk(1, 0), 990, 100);
+    assert_eq!(&data[..], &[1; 10]);
+    // An empty write creates nothing.
+    e.write_ok(1, chunk(1, 5), 10, &[]);
+    assert_eq!(e.read_all(1, chunk(1, 5)), None);
+}
+
+#[test]
+fn out_of_block_and_unknown_nsd_are_refused() {
+    let e = env();
+    let err = error_of(e.write(1, chunk(1, 0), BS - 10, &[0; 11]));
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    assert!(err.message.contains("nsd1"), "{}", err.message);
+    let err = error_of(e.write(1, chunk(1, 0), 0, &vec![0; BS as usize + 1]));
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    assert_eq!(e.read_all(1, chunk(1, 0)), None, "nothing written");
+    let err = error_of(e.read(1, chunk(1, 0), BS + 1, 1).0);
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    let err = error_of(e.truncate(1, chunk(1, 0), BS + 1));
+    assert_eq!(err.kind, ErrorKind::Invalid);
+    let err = error_of(e.write(77, chunk(1, 0), 0, &[1]));
+    assert_eq!(err.kind, ErrorKind::NoService);
+    assert!(err.message.contains("77"), "{}", err.message);
+    assert!(e.server.chunk_path(77, &chunk(1, 0)).is_none());
+}
+
+#[test]
+fn truncate_shortens_and_deletes() {
+    let e = env();
+    let c = chunk(5, 2);
+    let data = pattern(5, 3 * PIECE);
+    e.write_ok(1, c, 0, &data);
+    // Cut inside piece 1: the last piece's checksum is recomputed.
+    assert_eq!(e.truncate(1, c, PIECE as u32 + 123), Response::Unit);
+    assert_eq!(e.read_all(1, c).unwrap(), &data[..PIECE + 123]);
+    // Longer than the chunk: nothing changes.
+    assert_eq!(e.truncate(1, c, 2 * PIECE as u32), Response::Unit);
+    assert_eq!(e.read_all(1, c).unwrap(), &data[..PIECE + 123]);
+    // Bytes cut off never come back through a later gap.
+    e.write_ok(1, c, 2 * PIECE as u32, &[1]);
+    let got = e.read_all(1, c).unwrap();
+    assert_eq!(&got[..PIECE + 123], &data[..PIECE + 123]);
+    assert!(got[PIECE + 123..2 * PIECE].iter().all(|&b| b == 0));
+    // Length 0 deletes the chunk, and its directory when empty.
+    let path = e.server.chunk_path(1, &c).unwrap();
+    assert!(path.exists());
+    assert_eq!(e.truncate(1, c, 0), Response::Unit);
+    assert_eq!(e.read_all(1, c), None);
+    assert!(!path.exists());
+    assert!(!path.parent().unwrap().exists());
+    // Absent is fine.
+    assert_eq!(e.truncate(1, c, 0), Response::Unit);
+    assert_eq!(e.truncate(1, chunk(99, 0), 10), Response::Unit);
+    assert_eq!(e.stat(1).used, 0);
+}
+
+#[test]
+fn delete_from_removes_later_blocks() {
+    let e = env();
+    for b in 0..5 {
+        e.write_ok(1, chunk(3, b), 0, &pattern(b, 1000));
+    }
+    e.write_ok(1, chunk(4, 3), 0, &[1; 10]); // another file
+    let del = |from_block| NsdRequest::DeleteFrom {
+        nsd: 1,
+        fs: 1,
+        ino: 3,
+        gen: 1,
+        from_block,
+    };
+    assert_eq!(e.request(del(2)), Response::Unit);
+    for b in 0..2 {
+        assert_eq!(e.read_all(1, chunk(3, b)).unwrap(), pattern(b, 1000));
+    }
+    for b in 2..5 {
+        assert_eq!(e.read_all(1, chunk(3, b)), None);
+    }
+    assert_eq!(e.stat(1).chunks, 3);
+    assert_eq!(e.request(del(0)), Response::Unit);
+    let dir = e.server.chunk_path(1, &chunk(3, 0)).unwrap();
+    assert!(!dir.parent().unwrap().exists(), "file directory removed");
+    assert_eq!(e.read_all(1, chunk(4, 3)).unwrap(), vec![1; 10]);
+    // Absent file, other generation: fine.
+    assert_eq!(e.request(del(0)), Response::Unit);
+    assert_eq!(e.stat(1).chunks, 1);
+}
+
+#[test]
+fn sync_and_synced_writes() {
+    let e = env();
+    let c = chunk(6, 0);
+    let (resp, _) = e.server.handle(
+        NsdRequest::Write {
+            nsd: 2,
+            chunk: c,
+            offset: 0,
+            sync: true,
+        },
+        pattern(6, 5000).into(),
+    );
+    assert_eq!(resp, Response::Unit);
+    // In place, synced.
+    let (resp, _) = e.server.handle(
+        NsdRequest::Write {
+            nsd: 2,
+            chunk: c,
+            offset: 10,
+            sync: true,
+        },
+        vec![0xee; 10].into(),
+    );
+    assert_eq!(resp, Response::Unit);
+    let sync = |ino| NsdRequest::Sync {
+        nsd: 2,
+        fs: 1,
+        ino,
+        gen: 1,
+    };
+    assert_eq!(e.request(sync(6)), Response::Unit);
+    assert_eq!(e.request(sync(12345)), Response::Unit, "absent file");
+    let mut model = pattern(6, 5000);
+    model_write(&mut model, 10, &[0xee; 10]);
+    assert_eq!(e.read_all(2, c).unwrap(), model);
+}
+
+#[test]
+fn stats_count_subblocks_chunks_and_fragments() {
+    let e = env();
+    let s = e.stats();
+    assert_eq!(s.iter().map(|s| s.nsd).collect::<Vec<_>>(), vec![1, 2]);
+    assert!(s.iter().all(|s| s.healthy && s.used == 0 && s.chunks == 0));
+    assert_eq!(s[0].block, BS);
+    assert_eq!(s[0].subblock, 4096);
+    e.write_ok(1, chunk(1, 0), 0, &vec![1; BS as usize]);
+    e.write_ok(1, chunk(1, 1), 0, &[1; 5000]);
+    e.write_ok(1, chunk(2, 0), 0, &[1; 1]);
+    let st = e.stat(1);
+    let tail = round_to_subblock(5000, BS) + round_to_subblock(1, BS);
+    assert_eq!(st.used, u64::from(BS) + tail);
+    assert_eq!(st.chunks, 3);
+    assert_eq!(st.free_fragments, u64::from(BS) - tail);
+    assert!(st.free <= st.size - st.used);
+    assert_eq!(e.stat(2).used, 0);
+    // Growing a tail in place is accounted too.
+    e.write_ok(1, chunk(1, 1), 5000, &[2; 5000]);
+    assert_eq!(
+        e.stat(1).used,
+        u64::from(BS) + round_to_subblock(10_000, BS) + round_to_subblock(1, BS)
+    );
+    // An unreadable label makes the NSD unhealthy.
+    std::fs::remove_file(e.specs[1].path.join("nsd.label")).unwrap();
+    let s = e.stats();
+    assert!(!s[0].healthy);
+    assert!(s[1].healthy);
+}
