@@ -20,6 +20,22 @@ pub struct NsdServer {
 }
 
 impl NsdServer {
+    /// Usage of every NSD; NSDs sharing one local file system split its free space.
+    fn stats(&self) -> Vec<weft_proto::msg::NsdStat> {
+        let devices: Vec<Option<u64>> = self.stores.iter().map(Store::device).collect();
+        self.stores
+            .iter()
+            .zip(&devices)
+            .map(|(store, dev)| {
+                let sharing = match dev {
+                    Some(d) => devices.iter().filter(|o| **o == Some(*d)).count() as u64,
+                    None => 1,
+                };
+                store.stat(sharing)
+            })
+            .collect()
+    }
+
     /// Opens every NSD: checks its label (format version, cluster id, NSD id)
     /// and scans its chunk headers to rebuild the usage accounting.
     pub fn open(specs: Vec<NsdSpec>, cluster_id: &str) -> Result<NsdServer, NsdError> {
@@ -141,10 +157,7 @@ impl NsdServer {
             NsdRequest::Sync { nsd, fs, ino, gen } => {
                 self.store(nsd)?.sync_file(fs, ino, gen).map(|()| unit())
             }
-            NsdRequest::Stats => Ok((
-                Response::NsdStats(self.stores.iter().map(Store::stat).collect()),
-                Bytes::new(),
-            )),
+            NsdRequest::Stats => Ok((Response::NsdStats(self.stats()), Bytes::new())),
         }
     }
 }

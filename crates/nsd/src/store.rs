@@ -76,12 +76,20 @@ impl Store {
         self.paths.chunk(c)
     }
 
-    /// Capacity and usage, bounded by the free space of the file system below.
-    pub fn stat(&self) -> NsdStat {
+    /// The device of the file system holding the NSD directory.
+    pub fn device(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&self.spec.path).ok().map(|m| m.dev())
+    }
+
+    /// Capacity and usage, bounded by this NSD's share of the free space of
+    /// the file system below (`sharing` NSDs of this server live on it, so
+    /// their free space is not counted several times over).
+    pub fn stat(&self, sharing: u64) -> NsdStat {
         let t = self.usage.totals();
         let left = self.spec.size.saturating_sub(t.used);
         let free = match statvfs::available_bytes(&self.spec.path) {
-            Ok(avail) => left.min(avail),
+            Ok(avail) => left.min(avail / sharing.max(1)),
             Err(e) => {
                 tracing::warn!(nsd = %self.nsd, path = %self.spec.path.display(), error = %e, "statvfs failed");
                 left
