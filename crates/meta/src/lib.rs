@@ -1,1 +1,78 @@
-//! placeholder
+//! The meta role: one metadata shard of one file system, stored in redb.
+//!
+//! [`MetaServer::open`] opens (or creates) the shard database;
+//! [`MetaServer::handle`] serves one [`weft_proto::MetaRequest`] in one redb
+//! transaction: a read transaction for reads, one write transaction committed
+//! once for every change, so an operation is all done or not at all, even
+//! across a crash. The crate is synchronous (no async): the network layer
+//! calls `handle` from many blocking threads; redb admits one writer at a time
+//! and any number of readers beside it. Durability follows
+//! [`MetaSpec::durable`]: `Durability::Immediate` (fsync per commit) or
+//! `Durability::None` (commits become durable with the next durable commit
+//! or at close).
+//!
+//! # Records
+//!
+//! Table names, key layouts and `meta` keys are constants in the `schema` module.
+//!
+//! | table     | key                  | value |
+//! |-----------|----------------------|-------|
+//! | `inodes`  | `u64` ino            | inode record (postcard, below) |
+//! | `dirents` | `parent_be ‖ name`   | `(u64 ino, u8 kind)` |
+//! | `xattrs`  | `ino_be ‖ name`      | value bytes |
+//! | `orphans` | `u64` ino            | `()` |
+//! | `meta`    | `&str`               | `u64` |
+//!
+//! The big-endian inode prefix makes one directory (one inode's xattrs) a
+//! contiguous key range in name (byte) order: `ReadDir` pages are range scans
+//! starting strictly after the last name returned. Kind codes: 1 file, 2 dir,
+//! 3 symlink, 4 fifo, 5 socket, 6 char device, 7 block device.
+//!
+//! `meta` keys: `format_version` ([`weft_proto::config::FORMAT_VERSION`];
+//! another value is refused with [`MetaError::IncompatibleFormat`] before the
+//! file is opened for writing), `fs` and `shard` (the identity, checked on
+//! open), `next_ino` (local inode counter; root is 1, the first new inode 2;
+//! numbers are `make_ino(shard, counter)` and never reused), `next_gen`
+//! (generation counter), `inodes_used` (records held, orphans included;
+//! checked against [`MetaSpec::max_inodes`]), `inline_bytes`.
+//!
+//! The inode record (`inode::Inode`) starts with its record version (`u8`,
+//! now 1), then kind, `perm` (`mode & 0o7777`), nlink, uid, gid, rdev, size,
+//! atime, mtime, ctime, crtime, generation, layout, `parent` (directories
+//! only: the rename subtree check walks it up), `inline` (`Some(bytes)` while
+//! the file's data lives in the record, always exactly `size` bytes) and the
+//! symlink target. A record that does not decode is an `Io` error naming the
+//! inode, never a panic.
+//!
+//! # Semantics
+//!
+//! Linux rules; each operation's file in `ops/` states its own. In short:
+//! names are checked (`Invalid` for empty, `.`, `..`, `/`, NUL;
+//! `NameTooLong` past 255 bytes); unlinking the last name of an inode makes it
+//! an *orphan*: its record and xattrs stay (open files keep working) until a
+//! client deleted its chunks and sends `Reclaim`; directories are deleted at
+//! once. Data in inode: new files hold their bytes in the record while
+//! `data_in_inode` is on and they stay within `INLINE_MAX`; the client
+//! converts a growing file with `Uninline` after writing its bytes to chunks.
+//!
+//! Not yet: operations that span shards (rename or link across shards),
+//! tokens, quotas per user, atime updates on read (`noatime`; clients set
+//! atime explicitly).
+
+mod error;
+mod fail;
+mod inode;
+mod names;
+mod open;
+mod ops;
+mod schema;
+mod server;
+mod spec;
+mod store;
+
+#[cfg(test)]
+mod testutil;
+
+pub use error::MetaError;
+pub use server::MetaServer;
+pub use spec::MetaSpec;

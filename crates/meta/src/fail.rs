@@ -1,0 +1,80 @@
+//! [`OpError`]: why one request failed. A refusal carries its POSIX kind; a
+//! storage failure or an undecodable record becomes [`ErrorKind::Io`] at the
+//! wire, once, in [`OpError::into_remote`].
+
+use weft_proto::types::Ino;
+use weft_proto::{ErrorKind, RemoteError};
+
+#[derive(thiserror::Error, Debug)]
+pub(crate) enum OpError {
+    /// The request is refused with a POSIX-meaningful kind.
+    #[error("{kind:?}: {message}")]
+    Refused { kind: ErrorKind, message: String },
+    /// redb failed.
+    #[error("storage: {0}")]
+    Storage(#[from] redb::Error),
+    /// A stored record is not what this build wrote.
+    #[error("inode {ino}: {reason}")]
+    Corrupt { ino: Ino, reason: String },
+    /// A shard-wide record (counter, entry) is missing or malformed.
+    #[error("shard record {what}: {reason}")]
+    BadRecord { what: String, reason: String },
+}
+
+impl OpError {
+    /// The wire form of this failure.
+    pub(crate) fn into_remote(self) -> RemoteError {
+        match self {
+            OpError::Refused { kind, message } => RemoteError { kind, message },
+            other => RemoteError::new(ErrorKind::Io, other.to_string()),
+        }
+    }
+}
+
+/// A refusal of `kind`.
+pub(crate) fn refuse(kind: ErrorKind, message: impl Into<String>) -> OpError {
+    OpError::Refused {
+        kind,
+        message: message.into(),
+    }
+}
+
+macro_rules! storage_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for OpError {
+            fn from(e: $t) -> Self {
+                OpError::Storage(e.into())
+            }
+        }
+    )*};
+}
+
+storage_from!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_failures_become_io() {
+        let e: OpError = redb::StorageError::Corrupted("x".into()).into();
+        assert_eq!(e.into_remote().kind, ErrorKind::Io);
+        let e = OpError::Corrupt {
+            ino: 42,
+            reason: "bad".into(),
+        };
+        let r = e.into_remote();
+        assert_eq!(r.kind, ErrorKind::Io);
+        assert!(r.message.contains("42"), "{}", r.message);
+        assert_eq!(
+            refuse(ErrorKind::Exists, "x").into_remote().kind,
+            ErrorKind::Exists
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! The inode record: what the `inodes` table holds for one inode.
+//!
+//! Encoded with postcard. The first field is the record version
+//! ([`INODE_RECORD_V1`]); postcard writes a `u8` as one raw byte, so the
+//! version is the first byte of every record and is checked before the rest
+//! is decoded. A record that does not decode is an [`OpError::Corrupt`] naming
+//! the inode, never a panic.
+
+use serde::{Deserialize, Serialize};
+use weft_proto::layout::Layout;
+use weft_proto::types::{Attr, FileKind, Ino, Orphan, Timespec};
+
+use crate::fail::OpError;
+
+/// Version of the inode record this build writes and reads.
+pub(crate) const INODE_RECORD_V1: u8 = 1;
+
+const S_ISUID: u32 = 0o4000;
+const S_ISGID: u32 = 0o2000;
+const S_IXGRP: u32 = 0o0010;
+/// Permission and special bits kept in `perm`.
+pub(crate) const PERM_MASK: u32 = 0o7777;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Inode {
+    /// Always [`INODE_RECORD_V1`] for records this build writes.
+    pub version: u8,
+    pub kind: FileKind,
+    /// `mode & 0o7777`.
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub crtime: Timespec,
+    pub gen: u64,
+    pub layout: Layout,
+    /// For a directory, the directory holding its entry (itself for the root);
+    /// walked up by rename's subtree check. 0 for other kinds.
+    pub parent: Ino,
+    /// Data in inode: `Some` while the file's bytes live here; then the
+    /// vector's length is always `size`.
+    pub inline: Option<Vec<u8>>,
+    /// A symlink's target.
+    pub target: Option<Vec<u8>>,
+}
+
+impl Inode {
+    /// A fresh inode with every time set to `now` and one link.
+    pub(crate) fn new(
+        kind: FileKind,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        gen: u64,
+        now: Timespec,
+    ) -> Self {
+        Inode {
+            version: INODE_RECORD_V1,
+            kind,
+            perm: perm & PERM_MASK,
+            nlink: 1,
+            uid,
+            gid,
+            rdev: 0,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            gen,
+            layout: Layout::default(),
+            parent: 0,
+            inline: None,
+            target: None,
+        }
+    }
+
+    pub(crate) fn encode(&self, ino: Ino) -> Result<Vec<u8>, OpError> {
+        postcard::to_stdvec(self).map_err(|e| OpError::Corrupt {
+            ino,
+            reason: format!("cannot encode inode record: {e}"),
+        })
+    }
+
+    pub(crate) fn decode(ino: Ino, bytes: &[u8]) -> Result<Self, OpError> {
+        let corrupt = |reason: String| OpError::Corrupt { ino, reason };
+        match bytes.first() {
+            None => return Err(corrupt("empty inode record".into())),
+            Some(&INODE_RECORD_V1) => {}
+            Some(v) => {
+                return Err(corrupt(format!(
+                    "inode record version {v}, this build reads version {INODE_RECORD_V1}"
+                )))
+            }
+        }
+        let (inode, rest) = postcard::take_from_bytes::<Inode>(bytes)
+            .map_err(|e| corrupt(format!("undecodable inode record: {e}")))?;
+        if !rest.is_empty() {
+            return Err(corrupt(format!(
+                "{} trailing bytes after the inode record",
+                rest.len()
+            )));
+        }
+        if let Some(data) = &inode.inline {
+            if inode.kind != FileKind::File || data.len() as u64 != inode.size {
+                return Err(corrupt(format!(
+                    "inline data of {} bytes in a {:?} of size {}",
+                    data.len(),
+                    inode.kind,
+                    inode.size
+                )));
+            }
+        }
+        Ok(inode)
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        self.kind == FileKind::Dir
+    }
+
+    /// Bytes of file data held in this record.
+    pub(crate) fn inline_len(&self) -> u64 {
+        self.inline.as_ref().map_or(0, |d| d.len() as u64)
+    }
+
+    /// What a write by an unprivileged process does to the mode, as Linux:
+    /// suid is cleared, sgid too when group-execute is set.
+    pub(crate) fn kill_suid(&mut self) {
+        self.perm &= !S_ISUID;
+        if self.perm & S_IXGRP != 0 {
+            self.perm &= !S_ISGID;
+        }
+    }
+
+    pub(crate) fn attr(&self, ino: Ino) -> Attr {
+        Attr {
+            ino,
+            gen: self.gen,
+            kind: self.kind,
+            perm: self.perm,
+            nlink: self.nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: self.rdev,
+            size: self.size,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime: self.ctime,
+            crtime: self.crtime,
+            layout: self.layout,
+            inline: self.inline.is_some(),
+        }
+    }
+
+    pub(crate) fn orphan(&self, ino: Ino) -> Orphan {
+        Orphan {
+            ino,
+            gen: self.gen,
+            size: self.size,
+            layout: self.layout,
+            inline: self.inline.is_some(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use weft_proto::ErrorKind;
+
+    fn arb_kind() -> impl Strategy<Value = FileKind> {
+        prop_oneof![
+            Just(FileKind::File),
+            Just(FileKind::Dir),
+            Just(FileKind::Symlink),
+            Just(FileKind::Fifo),
+            Just(FileKind::Socket),
+            Just(FileKind::CharDev),
+            Just(FileKind::BlockDev),
+        ]
+    }
+
+    fn arb_inode() -> impl Strategy<Value = Inode> {
+        (
+            arb_kind(),
+            any::<u32>(),
+            any::<(u32, u32, u32, u32)>(),
+            any::<(i64, u32, u64)>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 1..64)),
+        )
+            .prop_map(
+                |(kind, perm, (nlink, uid, gid, rdev), (secs, nanos, gen), inline, target)| {
+                    let now = Timespec { secs, nanos };
+                    let mut i = Inode::new(kind, perm, uid, gid, gen, now);
+                    i.nlink = nlink;
+                    i.rdev = rdev;
+                    i.parent = gen ^ 7;
+                    i.layout = Layout::for_new_file(gen, 1, 2, 3, 1 << 20);
+                    if kind == FileKind::File {
+                        i.size = inline.as_ref().map_or(u64::from(uid), |d| d.len() as u64);
+                        i.inline = inline;
+                    }
+                    i.target = target;
+                    i
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn records_round_trip(i in arb_inode(), ino in any::<u64>()) {
+            let bytes = i.encode(ino).unwrap();
+            prop_assert_eq!(bytes[0], INODE_RECORD_V1);
+            prop_assert_eq!(Inode::decode(ino, &bytes).unwrap(), i);
+        }
+
+        #[test]
+        fn garbage_is_an_error_never_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Err(e) = Inode::decode(9, &bytes) {
+                prop_assert_eq!(e.into_remote().kind, ErrorKind::Io);
+            }
+        }
+
+        #[test]
+        fn truncated_records_are_errors(i in arb_inode(), cut in 0usize..1000) {
+            let bytes = i.encode(1).unwrap();
+            let cut = cut % bytes.len();
+            prop_assert!(Inode::decode(1, &bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn unknown_versions_are_refused_by_name() {
+        let mut bytes = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default())
+            .encode(77)
+            .unwrap();
+        bytes[0] = 2;
+        let msg = Inode::decode(77, &bytes).unwrap_err().to_string();
+        assert!(msg.contains("77") && msg.contains("version 2"), "{msg}");
+        assert!(Inode::decode(77, &[]).is_err());
+    }
+
+    #[test]
+    fn inline_length_must_match_size() {
+        let mut i = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default());
+        i.inline = Some(vec![1, 2, 3]);
+        i.size = 4;
+        let bytes = i.encode(5).unwrap();
+        assert!(Inode::decode(5, &bytes).is_err());
+    }
+
+    #[test]
+    fn suid_killing_follows_linux() {
+        let mut i = Inode::new(FileKind::File, 0o6755, 0, 0, 1, Timespec::default());
+        i.kill_suid();
+        assert_eq!(i.perm, 0o0755);
+        let mut i = Inode::new(FileKind::File, 0o6745, 0, 0, 1, Timespec::default());
+        i.kill_suid();
+        assert_eq!(
+            i.perm, 0o2745,
+            "sgid without group-exec is mandatory locking, kept"
+        );
+        assert_eq!(
+            Inode::new(FileKind::File, 0o170644, 0, 0, 1, Timespec::default()).perm,
+            0o644
+        );
+    }
+}

@@ -1,0 +1,281 @@
+//! `Create`: a new file, directory, symlink, fifo, socket or device node.
+//!
+//! Linux rules: the name must be free (`Exists`); a directory starts with two
+//! links and adds one to its parent; a symlink has permissions 0777 and its
+//! target's length as size; in a set-group-id directory the new inode takes
+//! the directory's group, and a new directory inherits the set-group-id bit.
+//! The shard's inode limit gives `NoSpace`.
+
+use weft_proto::layout::Layout;
+use weft_proto::types::{Attr, FileKind, Ino, NewNode};
+use weft_proto::ErrorKind;
+
+use super::{load_dir, one_more_link, touch_dir, Ctx};
+use crate::fail::{refuse, OpError};
+use crate::inode::Inode;
+use crate::names::{check_name, check_target, show};
+use crate::schema::key;
+use crate::store::{Entry, Reader, WriteStore};
+
+const S_ISGID: u32 = 0o2000;
+
+/// The arguments of one create.
+pub(crate) struct NewInode<'a> {
+    pub parent: Ino,
+    pub name: &'a [u8],
+    pub node: NewNode,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+pub(crate) fn create(
+    s: &mut WriteStore<'_>,
+    ctx: &Ctx<'_>,
+    req: NewInode<'_>,
+) -> Result<Attr, OpError> {
+    let NewInode {
+        parent,
+        name,
+        node,
+        mode,
+        uid,
+        mut gid,
+    } = req;
+    check_name(name)?;
+    let dir = load_dir(s, parent)?;
+    if s.entry(parent, name)?.is_some() {
+        return Err(refuse(
+            ErrorKind::Exists,
+            format!("{:?} exists in directory {parent}", show(name)),
+        ));
+    }
+    let used = s.counter(key::INODES_USED)?;
+    if ctx.spec.max_inodes > 0 && used >= ctx.spec.max_inodes {
+        return Err(refuse(
+            ErrorKind::NoSpace,
+            format!("shard holds {used} inodes, its limit"),
+        ));
+    }
+    let mut perm = mode;
+    if dir.perm & S_ISGID != 0 {
+        gid = dir.gid;
+        if node == NewNode::Dir {
+            perm |= S_ISGID;
+        }
+    }
+    let ino = s.alloc_ino(ctx.spec.shard)?;
+    let gen = s.alloc_gen()?;
+    let kind = kind_of(&node);
+    let mut inode = Inode::new(kind, perm, uid, gid, gen, ctx.now);
+    let mut parent_links = 0;
+    match node {
+        NewNode::File => {
+            let spec = ctx.spec;
+            inode.layout = Layout::for_new_file(
+                ino,
+                spec.pool,
+                spec.table_version,
+                spec.stripe_width,
+                spec.block_size,
+            );
+            inode.inline = spec.data_in_inode.then(Vec::new);
+        }
+        NewNode::Dir => {
+            one_more_link(dir.nlink, parent)?;
+            inode.nlink = 2;
+            inode.parent = parent;
+            parent_links = 1;
+        }
+        NewNode::Symlink { target } => {
+            check_target(&target)?;
+            inode.perm = 0o777;
+            inode.size = target.len() as u64;
+            inode.target = Some(target);
+        }
+        NewNode::CharDev { rdev } | NewNode::BlockDev { rdev } => inode.rdev = rdev,
+        NewNode::Fifo | NewNode::Socket => {}
+    }
+    s.put_inode(ino, &inode)?;
+    s.put_entry(parent, name, Entry { ino, kind })?;
+    s.add_counter(key::INODES_USED, 1)?;
+    touch_dir(s, parent, parent_links, ctx.now)?;
+    Ok(inode.attr(ino))
+}
+
+fn kind_of(node: &NewNode) -> FileKind {
+    match node {
+        NewNode::File => FileKind::File,
+        NewNode::Dir => FileKind::Dir,
+        NewNode::Symlink { .. } => FileKind::Symlink,
+        NewNode::Fifo => FileKind::Fifo,
+        NewNode::Socket => FileKind::Socket,
+        NewNode::CharDev { .. } => FileKind::CharDev,
+        NewNode::BlockDev { .. } => FileKind::BlockDev,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::Fx;
+    use weft_proto::layout::Layout;
+    use weft_proto::msg::MetaRequest;
+    use weft_proto::types::{ino_shard, FileKind, NewNode, Timespec, ROOT_INO, SYMLINK_MAX};
+    use weft_proto::ErrorKind;
+
+    #[test]
+    fn makes_every_kind() {
+        let fx = Fx::new();
+        let cases = [
+            (NewNode::File, FileKind::File),
+            (NewNode::Dir, FileKind::Dir),
+            (NewNode::Fifo, FileKind::Fifo),
+            (NewNode::Socket, FileKind::Socket),
+            (NewNode::CharDev { rdev: 0x0501 }, FileKind::CharDev),
+            (NewNode::BlockDev { rdev: 0x0802 }, FileKind::BlockDev),
+            (
+                NewNode::Symlink {
+                    target: b"t".to_vec(),
+                },
+                FileKind::Symlink,
+            ),
+        ];
+        for (i, (node, kind)) in cases.into_iter().enumerate() {
+            let a = fx.make(ROOT_INO, &format!("n{i}"), node.clone(), 0o100640);
+            assert_eq!(a.kind, kind);
+            assert_eq!((a.uid, a.gid), (1000, 100));
+            assert_eq!(fx.getattr(a.ino), a);
+            match node {
+                NewNode::CharDev { rdev } | NewNode::BlockDev { rdev } => assert_eq!(a.rdev, rdev),
+                NewNode::Symlink { .. } => assert_eq!((a.perm, a.size), (0o777, 1)),
+                NewNode::Dir => assert_eq!((a.nlink, a.perm), (2, 0o640)),
+                _ => assert_eq!((a.nlink, a.perm), (1, 0o640)),
+            }
+        }
+    }
+
+    #[test]
+    fn files_get_the_shard_layout_and_fresh_numbers() {
+        let fx = Fx::with(|s| s.shard = 3);
+        let a = fx.file(ROOT_INO, "a");
+        let b = fx.file(ROOT_INO, "b");
+        assert_eq!(ino_shard(a.ino), 3);
+        assert_ne!(a.ino, b.ino);
+        assert_ne!(a.gen, b.gen);
+        assert_ne!(a.ino, ROOT_INO);
+        let s = &fx.spec;
+        assert_eq!(
+            a.layout,
+            Layout::for_new_file(a.ino, s.pool, s.table_version, s.stripe_width, s.block_size)
+        );
+        assert!(!a.inline);
+        let d = fx.mkdir(ROOT_INO, "d");
+        assert_eq!(d.layout, Layout::default());
+    }
+
+    #[test]
+    fn data_in_inode_makes_inline_files() {
+        let fx = Fx::with(|s| s.data_in_inode = true);
+        assert!(fx.file(ROOT_INO, "a").inline);
+        assert!(!fx.mkdir(ROOT_INO, "d").inline);
+    }
+
+    #[test]
+    fn dirs_link_their_parent_and_times_move() {
+        let fx = Fx::new();
+        let before = fx.getattr(ROOT_INO);
+        let d = fx.mkdir(ROOT_INO, "d");
+        let root = fx.getattr(ROOT_INO);
+        assert_eq!(root.nlink, 3);
+        assert!(root.mtime >= before.mtime && root.mtime == d.crtime);
+        assert_eq!(root.ctime, root.mtime);
+        assert_ne!(d.mtime, Timespec::default());
+        fx.file(d.ino, "f");
+        assert_eq!(fx.getattr(d.ino).nlink, 2, "a file adds no link to its dir");
+        fx.mkdir(d.ino, "e");
+        assert_eq!(fx.getattr(d.ino).nlink, 3);
+    }
+
+    #[test]
+    fn setgid_dirs_pass_their_group_on() {
+        let fx = Fx::new();
+        let d = fx.attr(MetaRequest::Create {
+            parent: ROOT_INO,
+            name: b"d".to_vec(),
+            node: NewNode::Dir,
+            mode: 0o2775,
+            uid: 0,
+            gid: 55,
+        });
+        let f = fx.file(d.ino, "f");
+        assert_eq!((f.gid, f.perm), (55, 0o644));
+        let e = fx.mkdir(d.ino, "e");
+        assert_eq!((e.gid, e.perm), (55, 0o2755));
+    }
+
+    #[test]
+    fn refusals() {
+        let fx = Fx::new();
+        let f = fx.file(ROOT_INO, "f");
+        let mk = |parent, name: &[u8], node| MetaRequest::Create {
+            parent,
+            name: name.to_vec(),
+            node,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+        };
+        assert_eq!(fx.err(mk(ROOT_INO, b"f", NewNode::File)), ErrorKind::Exists);
+        assert_eq!(fx.err(mk(ROOT_INO, b"f", NewNode::Dir)), ErrorKind::Exists);
+        assert_eq!(fx.err(mk(999, b"x", NewNode::File)), ErrorKind::NotFound);
+        assert_eq!(fx.err(mk(f.ino, b"x", NewNode::File)), ErrorKind::NotDir);
+        assert_eq!(fx.err(mk(ROOT_INO, b"", NewNode::File)), ErrorKind::Invalid);
+        assert_eq!(fx.err(mk(ROOT_INO, b".", NewNode::Dir)), ErrorKind::Invalid);
+        assert_eq!(
+            fx.err(mk(ROOT_INO, b"..", NewNode::Dir)),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            fx.err(mk(ROOT_INO, b"a/b", NewNode::File)),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            fx.err(mk(ROOT_INO, b"a\0", NewNode::File)),
+            ErrorKind::Invalid
+        );
+        assert_eq!(
+            fx.err(mk(ROOT_INO, &[b'x'; 256], NewNode::File)),
+            ErrorKind::NameTooLong
+        );
+        let link = |t: Vec<u8>| mk(ROOT_INO, b"l", NewNode::Symlink { target: t });
+        assert_eq!(fx.err(link(vec![])), ErrorKind::Invalid);
+        assert_eq!(
+            fx.err(link(vec![b'x'; SYMLINK_MAX + 1])),
+            ErrorKind::NameTooLong
+        );
+        fx.attr(link(vec![b'x'; SYMLINK_MAX]));
+        // Nothing of the refused creates is left behind.
+        assert_eq!(fx.names(ROOT_INO), ["f", "l"]);
+        assert_eq!(fx.counters().inodes_used, 3);
+    }
+
+    #[test]
+    fn inode_limit_gives_no_space() {
+        let fx = Fx::with(|s| s.max_inodes = 3);
+        fx.file(ROOT_INO, "a");
+        fx.file(ROOT_INO, "b");
+        let err = fx.err(MetaRequest::Create {
+            parent: ROOT_INO,
+            name: b"c".to_vec(),
+            node: NewNode::File,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+        });
+        assert_eq!(err, ErrorKind::NoSpace);
+        fx.unlink(ROOT_INO, "a").unwrap();
+        let o = fx.orphans();
+        fx.unit(MetaRequest::Reclaim { ino: o[0].ino });
+        fx.file(ROOT_INO, "c");
+    }
+}

@@ -1,0 +1,563 @@
+//! [`MetaServer`]: serves requests of one shard, one redb transaction each.
+//!
+//! `handle` is called from many blocking threads at once. redb runs read
+//! transactions concurrently with each other and with the one write
+//! transaction it admits at a time; `begin_write` waits for the previous
+//! writer, so every mutating request is serialised by redb itself.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableDatabase};
+use weft_proto::msg::{MetaRequest, Response};
+use weft_proto::types::Timespec;
+use weft_proto::{ErrorKind, RemoteError};
+
+use crate::error::MetaError;
+use crate::fail::OpError;
+use crate::ops::{self, Ctx};
+use crate::spec::MetaSpec;
+use crate::store::{ReadStore, WriteStore};
+
+/// One open metadata shard.
+pub struct MetaServer {
+    pub(crate) db: Database,
+    spec: MetaSpec,
+    path: PathBuf,
+}
+
+impl MetaServer {
+    /// Opens (creating on first use, with the root directory) the shard
+    /// database at `path`. A database of another format version, file system
+    /// or shard is refused and left untouched; so is a file that is not a
+    /// Weft shard.
+    pub fn open(path: &Path, spec: MetaSpec) -> Result<MetaServer, MetaError> {
+        let db = crate::open::open_database(path, &spec)?;
+        tracing::info!(path = %path.display(), fs = spec.fs, shard = spec.shard, "metadata shard open");
+        Ok(MetaServer {
+            db,
+            spec,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn spec(&self) -> &MetaSpec {
+        &self.spec
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Serves one request. Returns the response and its bulk data
+    /// (`Bytes::new()` when none). Never panics: a failure is a
+    /// `Response::Error` with a POSIX-meaningful kind.
+    pub fn handle(&self, req: MetaRequest, data: Bytes) -> (Response, Bytes) {
+        let op = op_name(&req);
+        let span = tracing::debug_span!("meta", op, fs = self.spec.fs, shard = self.spec.shard);
+        let _enter = span.enter();
+        match catch_unwind(AssertUnwindSafe(|| self.dispatch(req, data))) {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => {
+                match &e {
+                    OpError::Refused { kind, message } => {
+                        tracing::debug!(?kind, %message, "refused");
+                    }
+                    other => tracing::error!(error = %other, "request failed"),
+                }
+                (Response::Error(e.into_remote()), Bytes::new())
+            }
+            Err(_) => {
+                tracing::error!("request handler panicked");
+                let e = RemoteError::new(ErrorKind::Internal, format!("meta {op}: internal error"));
+                (Response::Error(e), Bytes::new())
+            }
+        }
+    }
+
+    fn dispatch(&self, req: MetaRequest, data: Bytes) -> Result<(Response, Bytes), OpError> {
+        let ctx = Ctx {
+            spec: &self.spec,
+            now: Timespec::now(),
+        };
+        let ctx = &ctx;
+        let resp = match req {
+            MetaRequest::Lookup { parent, name } => {
+                Response::Attr(self.read(|s| ops::lookup::lookup(s, parent, &name))?)
+            }
+            MetaRequest::GetAttr { ino } => {
+                Response::Attr(self.read(|s| ops::getattr::getattr(s, ino))?)
+            }
+            MetaRequest::SetAttr { ino, set } => {
+                Response::Attr(self.write(|s| ops::setattr::setattr(s, ctx, ino, &set))?)
+            }
+            MetaRequest::Create {
+                parent,
+                name,
+                node,
+                mode,
+                uid,
+                gid,
+            } => Response::Attr(self.write(|s| {
+                let req = ops::create::NewInode {
+                    parent,
+                    name: &name,
+                    node,
+                    mode,
+                    uid,
+                    gid,
+                };
+                ops::create::create(s, ctx, req)
+            })?),
+            MetaRequest::Unlink { parent, name } => Response::Unlinked {
+                orphan: self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?,
+            },
+            MetaRequest::Rmdir { parent, name } => {
+                self.write(|s| ops::rmdir::rmdir(s, ctx, parent, &name))?;
+                Response::Unit
+            }
+            MetaRequest::Rename {
+                parent,
+                name,
+                new_parent,
+                new_name,
+                mode,
+            } => Response::Renamed {
+                orphan: self.write(|s| {
+                    let m = ops::rename::Move {
+                        parent,
+                        name: &name,
+                        new_parent,
+                        new_name: &new_name,
+                        mode,
+                    };
+                    ops::rename::rename(s, ctx, m)
+                })?,
+            },
+            MetaRequest::Link {
+                ino,
+                new_parent,
+                new_name,
+            } => {
+                Response::Attr(self.write(|s| ops::link::link(s, ctx, ino, new_parent, &new_name))?)
+            }
+            MetaRequest::ReadDir { dir, after, limit } => {
+                let (entries, more) =
+                    self.read(|s| ops::readdir::readdir(s, dir, after.as_deref(), limit))?;
+                Response::Entries { entries, more }
+            }
+            MetaRequest::ReadLink { ino } => {
+                Response::Target(self.read(|s| ops::readlink::readlink(s, ino))?)
+            }
+            MetaRequest::WriteInline { ino, offset } => Response::Attr(
+                self.write(|s| ops::write_inline::write_inline(s, ctx, ino, offset, &data))?,
+            ),
+            MetaRequest::ReadInline { ino } => {
+                let bytes = self.read(|s| ops::read_inline::read_inline(s, ino))?;
+                return Ok((Response::Unit, Bytes::from(bytes)));
+            }
+            MetaRequest::Uninline { ino } => {
+                Response::Attr(self.write(|s| ops::uninline::uninline(s, ctx, ino))?)
+            }
+            MetaRequest::Written { ino, end, mtime } => {
+                Response::Attr(self.write(|s| ops::written::written(s, ctx, ino, end, mtime))?)
+            }
+            MetaRequest::SetXattr {
+                ino,
+                name,
+                value,
+                mode,
+            } => {
+                self.write(|s| {
+                    let req = ops::set_xattr::SetXattr {
+                        ino,
+                        name: &name,
+                        value: &value,
+                        mode,
+                    };
+                    ops::set_xattr::set_xattr(s, ctx, req)
+                })?;
+                Response::Unit
+            }
+            MetaRequest::GetXattr { ino, name } => {
+                Response::Xattr(self.read(|s| ops::get_xattr::get_xattr(s, ino, &name))?)
+            }
+            MetaRequest::ListXattr { ino } => {
+                Response::XattrNames(self.read(|s| ops::list_xattr::list_xattr(s, ino))?)
+            }
+            MetaRequest::RemoveXattr { ino, name } => {
+                self.write(|s| ops::remove_xattr::remove_xattr(s, ctx, ino, &name))?;
+                Response::Unit
+            }
+            MetaRequest::Counters => {
+                Response::Counters(self.read(|s| ops::counters::counters(s, ctx))?)
+            }
+            MetaRequest::Orphans => Response::Orphans(self.read(ops::orphans::orphans)?),
+            MetaRequest::Reclaim { ino } => {
+                self.write(|s| ops::reclaim::reclaim(s, ino))?;
+                Response::Unit
+            }
+        };
+        Ok((resp, Bytes::new()))
+    }
+
+    /// Runs `body` in one read transaction.
+    fn read<T>(&self, body: impl FnOnce(&ReadStore) -> Result<T, OpError>) -> Result<T, OpError> {
+        let txn = self.db.begin_read()?;
+        let store = ReadStore::open(&txn)?;
+        body(&store)
+    }
+
+    /// Runs `body` in one write transaction: committed once if it succeeds,
+    /// aborted (nothing written) if it fails.
+    fn write<T>(
+        &self,
+        body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
+    ) -> Result<T, OpError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(if self.spec.durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })?;
+        let out = {
+            let mut store = WriteStore::open(&txn)?;
+            body(&mut store)
+        };
+        match out {
+            Ok(v) => {
+                txn.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                if let Err(abort) = txn.abort() {
+                    tracing::warn!(error = %abort, "aborting a failed transaction");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The request's name, for spans and messages.
+fn op_name(req: &MetaRequest) -> &'static str {
+    match req {
+        MetaRequest::Lookup { .. } => "lookup",
+        MetaRequest::GetAttr { .. } => "getattr",
+        MetaRequest::SetAttr { .. } => "setattr",
+        MetaRequest::Create { .. } => "create",
+        MetaRequest::Unlink { .. } => "unlink",
+        MetaRequest::Rmdir { .. } => "rmdir",
+        MetaRequest::Rename { .. } => "rename",
+        MetaRequest::Link { .. } => "link",
+        MetaRequest::ReadDir { .. } => "readdir",
+        MetaRequest::ReadLink { .. } => "readlink",
+        MetaRequest::WriteInline { .. } => "write_inline",
+        MetaRequest::ReadInline { .. } => "read_inline",
+        MetaRequest::Uninline { .. } => "uninline",
+        MetaRequest::Written { .. } => "written",
+        MetaRequest::SetXattr { .. } => "setxattr",
+        MetaRequest::GetXattr { .. } => "getxattr",
+        MetaRequest::ListXattr { .. } => "listxattr",
+        MetaRequest::RemoveXattr { .. } => "removexattr",
+        MetaRequest::Counters => "counters",
+        MetaRequest::Orphans => "orphans",
+        MetaRequest::Reclaim { .. } => "reclaim",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::testutil::Fx;
+    use proptest::prelude::*;
+    use weft_proto::types::{NewNode, ROOT_INO};
+
+    fn arb_request() -> impl Strategy<Value = (MetaRequest, Vec<u8>)> {
+        use weft_proto::types::{SetAttr, TimeSet, Timespec, XattrMode};
+        let ino = || prop_oneof![Just(0u64), Just(ROOT_INO), 2u64..10, any::<u64>()];
+        let name = || {
+            prop_oneof![
+                proptest::sample::select(vec![
+                    b"a".to_vec(),
+                    b"b".to_vec(),
+                    b".".to_vec(),
+                    b"..".to_vec(),
+                    vec![],
+                ]),
+                proptest::collection::vec(any::<u8>(), 0..300),
+            ]
+        };
+        let node = prop_oneof![
+            Just(NewNode::File),
+            Just(NewNode::Dir),
+            proptest::collection::vec(any::<u8>(), 0..5000)
+                .prop_map(|target| NewNode::Symlink { target }),
+            any::<u32>().prop_map(|rdev| NewNode::CharDev { rdev }),
+        ];
+        let time = prop_oneof![
+            Just(TimeSet::Now),
+            (any::<i64>(), any::<u32>())
+                .prop_map(|(secs, nanos)| TimeSet::At(Timespec { secs, nanos })),
+        ];
+        let set = (
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(prop_oneof![0u64..5000, any::<u64>()]),
+            proptest::option::of(time),
+        )
+            .prop_map(|(mode, uid, size, mtime)| SetAttr {
+                mode,
+                uid,
+                gid: uid,
+                size,
+                atime: mtime,
+                mtime,
+            });
+        let mode = prop_oneof![
+            Just(weft_proto::types::RenameMode::Replace),
+            Just(weft_proto::types::RenameMode::NoReplace),
+            Just(weft_proto::types::RenameMode::Exchange),
+        ];
+        let xmode = prop_oneof![
+            Just(XattrMode::Any),
+            Just(XattrMode::Create),
+            Just(XattrMode::Replace)
+        ];
+        let data = proptest::collection::vec(any::<u8>(), 0..5000);
+        let no_data = |r: MetaRequest| (r, Vec::new());
+        prop_oneof![
+            (ino(), name())
+                .prop_map(move |(parent, name)| no_data(MetaRequest::Lookup { parent, name })),
+            ino().prop_map(move |ino| no_data(MetaRequest::GetAttr { ino })),
+            (ino(), set).prop_map(move |(ino, set)| no_data(MetaRequest::SetAttr { ino, set })),
+            (ino(), name(), node, any::<u32>()).prop_map(
+                move |(parent, name, node, mode)| no_data(MetaRequest::Create {
+                    parent,
+                    name,
+                    node,
+                    mode,
+                    uid: 1,
+                    gid: 1
+                })
+            ),
+            (ino(), name())
+                .prop_map(move |(parent, name)| no_data(MetaRequest::Unlink { parent, name })),
+            (ino(), name())
+                .prop_map(move |(parent, name)| no_data(MetaRequest::Rmdir { parent, name })),
+            (ino(), name(), ino(), name(), mode).prop_map(
+                move |(parent, name, new_parent, new_name, mode)| {
+                    no_data(MetaRequest::Rename {
+                        parent,
+                        name,
+                        new_parent,
+                        new_name,
+                        mode,
+                    })
+                }
+            ),
+            (ino(), ino(), name()).prop_map(move |(ino, new_parent, new_name)| no_data(
+                MetaRequest::Link {
+                    ino,
+                    new_parent,
+                    new_name
+                }
+            )),
+            (ino(), proptest::option::of(name()), any::<u32>()).prop_map(
+                move |(dir, after, limit)| no_data(MetaRequest::ReadDir { dir, after, limit })
+            ),
+            (ino(), prop_oneof![0u64..4000, any::<u64>()], data)
+                .prop_map(|(ino, offset, data)| (MetaRequest::WriteInline { ino, offset }, data)),
+            ino().prop_map(move |ino| no_data(MetaRequest::ReadInline { ino })),
+            ino().prop_map(move |ino| no_data(MetaRequest::Uninline { ino })),
+            (ino(), any::<u64>(), any::<i64>(), any::<u32>()).prop_map(
+                move |(ino, end, secs, nanos)| no_data(MetaRequest::Written {
+                    ino,
+                    end,
+                    mtime: Timespec { secs, nanos }
+                })
+            ),
+            (
+                ino(),
+                name(),
+                proptest::collection::vec(any::<u8>(), 0..70_000),
+                xmode
+            )
+                .prop_map(move |(ino, name, value, mode)| no_data(
+                    MetaRequest::SetXattr {
+                        ino,
+                        name,
+                        value,
+                        mode
+                    }
+                )),
+            (ino(), name())
+                .prop_map(move |(ino, name)| no_data(MetaRequest::GetXattr { ino, name })),
+            ino().prop_map(move |ino| no_data(MetaRequest::ListXattr { ino })),
+            (ino(), name())
+                .prop_map(move |(ino, name)| no_data(MetaRequest::RemoveXattr { ino, name })),
+            Just(no_data(MetaRequest::Counters)),
+            Just(no_data(MetaRequest::Orphans)),
+            ino().prop_map(move |ino| no_data(MetaRequest::Reclaim { ino })),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// Arbitrary requests are answered, never with a panic (Internal) or a
+        /// storage failure (Io).
+        #[test]
+        fn arbitrary_requests_are_answered(
+            inline in any::<bool>(),
+            reqs in proptest::collection::vec(arb_request(), 1..40),
+        ) {
+            let fx = Fx::with(|s| s.data_in_inode = inline);
+            fx.mkdir(ROOT_INO, "a");
+            fx.file(ROOT_INO, "b");
+            for (req, data) in reqs {
+                let (r, _) = fx.srv.handle(req.clone(), Bytes::from(data));
+                if let Response::Error(e) = &r {
+                    prop_assert!(
+                        !matches!(e.kind, ErrorKind::Internal | ErrorKind::Io),
+                        "{:?} → {:?}", req, e
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn server_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<MetaServer>();
+    }
+
+    #[test]
+    fn concurrent_creates_get_distinct_inodes() {
+        let fx = Fx::new();
+        let srv = Arc::new(fx.srv);
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let srv = Arc::clone(&srv);
+                std::thread::spawn(move || {
+                    (0..50)
+                        .map(|i| {
+                            let req = MetaRequest::Create {
+                                parent: ROOT_INO,
+                                name: format!("t{t}-{i}").into_bytes(),
+                                node: NewNode::File,
+                                mode: 0o644,
+                                uid: 0,
+                                gid: 0,
+                            };
+                            match srv.handle(req, Bytes::new()).0 {
+                                Response::Attr(a) => a.ino,
+                                other => panic!("{other:?}"),
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let inos: HashSet<_> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(inos.len(), 400);
+        match srv.handle(MetaRequest::Counters, Bytes::new()).0 {
+            Response::Counters(c) => assert_eq!(c.inodes_used, 401),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failed_request_writes_nothing() {
+        // A rename over "b" whose source entry names a missing record fails
+        // only after it has already dropped b's link and moved the entries;
+        // the abort must undo all of it.
+        let fx = Fx::new();
+        let b = fx.file(ROOT_INO, "b");
+        let txn = fx.srv.db.begin_write().unwrap();
+        {
+            let mut s = WriteStore::open(&txn).unwrap();
+            let ghost = crate::store::Entry {
+                ino: 999_999,
+                kind: weft_proto::types::FileKind::File,
+            };
+            s.put_entry(ROOT_INO, b"ghost", ghost).unwrap();
+        }
+        txn.commit().unwrap();
+        let root = fx.getattr(ROOT_INO);
+        let err = fx.call(MetaRequest::Rename {
+            parent: ROOT_INO,
+            name: b"ghost".to_vec(),
+            new_parent: ROOT_INO,
+            new_name: b"b".to_vec(),
+            mode: weft_proto::types::RenameMode::Replace,
+        });
+        assert!(
+            matches!(
+                err,
+                Response::Error(RemoteError {
+                    kind: ErrorKind::Io,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+        assert_eq!(fx.getattr(b.ino), b);
+        assert_eq!(fx.getattr(ROOT_INO), root);
+        assert_eq!(fx.lookup(ROOT_INO, "b").unwrap().ino, b.ino);
+        let txn = fx.srv.db.begin_read().unwrap();
+        let s = ReadStore::open(&txn).unwrap();
+        use crate::store::Reader;
+        assert_eq!(
+            s.entry(ROOT_INO, b"ghost").unwrap().map(|e| e.ino),
+            Some(999_999)
+        );
+        assert!(fx.orphans().is_empty());
+    }
+
+    #[test]
+    fn corrupt_records_are_io_errors_naming_the_inode() {
+        let fx = Fx::new();
+        let a = fx.file(ROOT_INO, "a");
+        let txn = fx.srv.db.begin_write().unwrap();
+        txn.open_table(crate::schema::INODES)
+            .unwrap()
+            .insert(a.ino, &b"\x01garbage"[..])
+            .unwrap();
+        txn.commit().unwrap();
+        for req in [
+            MetaRequest::GetAttr { ino: a.ino },
+            MetaRequest::Lookup {
+                parent: ROOT_INO,
+                name: b"a".to_vec(),
+            },
+            MetaRequest::ReadDir {
+                dir: ROOT_INO,
+                after: None,
+                limit: 10,
+            },
+            MetaRequest::Unlink {
+                parent: ROOT_INO,
+                name: b"a".to_vec(),
+            },
+        ] {
+            match fx.call(req) {
+                Response::Error(e) => {
+                    assert_eq!(e.kind, ErrorKind::Io);
+                    assert!(e.message.contains(&a.ino.to_string()), "{}", e.message);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // The rest of the shard still works.
+        fx.file(ROOT_INO, "b");
+    }
+}

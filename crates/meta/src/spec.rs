@@ -1,0 +1,80 @@
+//! [`MetaSpec`]: what one shard serves and how.
+
+use weft_proto::types::{FsId, ShardId};
+
+use crate::error::MetaError;
+
+/// The identity and parameters of one metadata shard. The network layer
+/// builds it from the cluster configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetaSpec {
+    /// File system the shard belongs to; recorded at creation and checked on every open.
+    pub fs: FsId,
+    /// Shard id: the high bits of every inode number allocated here; recorded
+    /// at creation and checked on every open.
+    pub shard: ShardId,
+    /// Block size of new files (a power of two).
+    pub block_size: u32,
+    /// Storage pool of new files.
+    pub pool: u32,
+    /// Chain table version new files are laid out against.
+    pub table_version: u64,
+    /// Chains a new file is striped over (at least 1).
+    pub stripe_width: u32,
+    /// Most inode records the shard holds (orphans included); 0 for no limit.
+    pub max_inodes: u64,
+    /// New regular files keep their bytes in the inode until they outgrow
+    /// [`weft_proto::layout::INLINE_MAX`].
+    pub data_in_inode: bool,
+    /// Every commit reaches the disk before the answer (redb
+    /// `Durability::Immediate`); otherwise commits are made durable by later
+    /// durable commits or at close (`Durability::None`).
+    pub durable: bool,
+}
+
+impl MetaSpec {
+    /// Refuses values no file could be laid out with, naming the field.
+    pub fn validate(&self) -> Result<(), MetaError> {
+        if self.block_size == 0 || !self.block_size.is_power_of_two() {
+            return Err(MetaError::BadSpec {
+                field: "block_size",
+                reason: format!("{} is not a power of two", self.block_size),
+            });
+        }
+        if self.stripe_width == 0 {
+            return Err(MetaError::BadSpec {
+                field: "stripe_width",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut s = crate::testutil::spec();
+        assert!(s.validate().is_ok());
+        s.block_size = 3000;
+        assert!(matches!(
+            s.validate(),
+            Err(MetaError::BadSpec {
+                field: "block_size",
+                ..
+            })
+        ));
+        let mut s = crate::testutil::spec();
+        s.stripe_width = 0;
+        assert!(matches!(
+            s.validate(),
+            Err(MetaError::BadSpec {
+                field: "stripe_width",
+                ..
+            })
+        ));
+    }
+}
