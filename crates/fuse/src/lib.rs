@@ -1,1 +1,49 @@
-//! placeholder
+//! `weft-fuse`: the FUSE mount of a Weft file system.
+//!
+//! A thin adapter between the kernel (through `fuser`, pure Rust, no
+//! libfuse) and the native client library (`weft-client`). It holds almost
+//! no state of its own:
+//!
+//! - **Inodes.** Weft's root inode is 1, like FUSE's, so FUSE inode numbers
+//!   *are* Weft inode numbers: no mapping table, and `forget` is a no-op.
+//!   Inode lifetimes (unlinked-while-open files) are counted by the client
+//!   in `open`/`release`; file handles are only labels.
+//! - **Dispatch.** `fuser` reads requests on `threads` threads (each with its
+//!   own `/dev/fuse` clone). Every callback translates its arguments, spawns
+//!   a task on the tokio runtime and returns at once; the task calls the
+//!   client and replies (fuser replies are `Send + 'static`). So a slow
+//!   request never holds up the others, and many are in flight at once.
+//! - **Errors** become errno values in exactly one place (`errno.rs`).
+//! - **Directory listings** are the one piece of state: each `opendir`
+//!   handle holds the entries fetched so far (page by page, by name cursor),
+//!   and an entry's FUSE offset is its index in that list — a stable cookie,
+//!   so each entry is returned exactly once across any number of `readdir`
+//!   calls (see `dir.rs`).
+//! - **Kernel settings.** `default_permissions` (the kernel checks modes),
+//!   `max_write` 1 MiB, big and async reads, readdirplus, atomic `O_TRUNC`,
+//!   page-cache invalidation on attribute change, attribute/entry TTL 1 s,
+//!   and after mounting the read-ahead raised to 1 MiB through sysfs.
+//!   Files opened with `O_DIRECT` bypass the page cache.
+//! - **Mount life.** With `allow_other`, fuser mounts through `fusermount3`
+//!   with auto-unmount, which cleans up if the daemon is killed. A normal
+//!   unmount is done here by path (`umount2`, or `fusermount3 -u` when not
+//!   root; lazily if busy), because `fusermount3` only unmounts a dead daemon.
+//! - **fuser 0.18 quirk.** It decodes pre-1970 times of `setattr` wrongly;
+//!   `attr::request_timespec` undoes that (revisit when upgrading fuser).
+//!
+//! Not implemented (the kernel falls back or refuses): POSIX/flock locks are
+//! node-local (the kernel's), `fallocate`, `lseek` SEEK_DATA/SEEK_HOLE,
+//! `copy_file_range` (the kernel copies through read/write).
+
+mod args;
+mod attr;
+mod dir;
+mod errno;
+mod error;
+mod fs;
+mod mount;
+
+pub use attr::TTL;
+pub use errno::errno;
+pub use error::FuseError;
+pub use mount::{mount, MountHandle, MountOptions};

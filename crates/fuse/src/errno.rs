@@ -1,0 +1,91 @@
+//! The one place where a Weft error becomes a POSIX errno.
+
+use fuser::Errno;
+use weft_client::ClientError;
+use weft_proto::ErrorKind;
+
+/// The errno the kernel sees for each kind of Weft error.
+pub fn errno(kind: ErrorKind) -> i32 {
+    match kind {
+        ErrorKind::NotFound => libc::ENOENT,
+        ErrorKind::Exists => libc::EEXIST,
+        ErrorKind::NotDir => libc::ENOTDIR,
+        ErrorKind::IsDir => libc::EISDIR,
+        ErrorKind::NotEmpty => libc::ENOTEMPTY,
+        ErrorKind::Permission => libc::EPERM,
+        ErrorKind::Access => libc::EACCES,
+        ErrorKind::Invalid => libc::EINVAL,
+        ErrorKind::NameTooLong => libc::ENAMETOOLONG,
+        ErrorKind::NoSpace => libc::ENOSPC,
+        ErrorKind::Io => libc::EIO,
+        ErrorKind::NoAttr => libc::ENODATA,
+        ErrorKind::Range => libc::ERANGE,
+        ErrorKind::CrossDevice => libc::EXDEV,
+        ErrorKind::FileTooBig => libc::EFBIG,
+        ErrorKind::TooBig => libc::E2BIG,
+        ErrorKind::Busy => libc::EBUSY,
+        ErrorKind::Unsupported => libc::ENOTSUP,
+        ErrorKind::Loop => libc::ELOOP,
+        ErrorKind::NoService => libc::EIO,
+        ErrorKind::Stale => libc::ESTALE,
+        ErrorKind::Quota => libc::EDQUOT,
+        ErrorKind::Internal => libc::EIO,
+    }
+}
+
+/// Turns a client error into the reply errno, logging it: expected
+/// outcomes (ENOENT, EEXIST, …) at debug, I/O errors — a server or disk in
+/// trouble — at warn. `op` and `ino` are repeated in the event because the
+/// per-request span is only recorded at debug level.
+pub(crate) fn reply_errno(op: &'static str, ino: u64, err: &ClientError) -> Errno {
+    let code = errno(err.kind());
+    if code == libc::EIO {
+        tracing::warn!(op, ino, error = %err, "weft request failed with EIO");
+    } else {
+        tracing::debug!(op, ino, errno = code, error = %err, "weft request failed");
+    }
+    Errno::from_i32(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_maps_to_its_errno() {
+        let table = [
+            (ErrorKind::NotFound, libc::ENOENT),
+            (ErrorKind::Exists, libc::EEXIST),
+            (ErrorKind::NotDir, libc::ENOTDIR),
+            (ErrorKind::IsDir, libc::EISDIR),
+            (ErrorKind::NotEmpty, libc::ENOTEMPTY),
+            (ErrorKind::Permission, libc::EPERM),
+            (ErrorKind::Access, libc::EACCES),
+            (ErrorKind::Invalid, libc::EINVAL),
+            (ErrorKind::NameTooLong, libc::ENAMETOOLONG),
+            (ErrorKind::NoSpace, libc::ENOSPC),
+            (ErrorKind::Io, libc::EIO),
+            (ErrorKind::NoAttr, libc::ENODATA),
+            (ErrorKind::Range, libc::ERANGE),
+            (ErrorKind::CrossDevice, libc::EXDEV),
+            (ErrorKind::FileTooBig, libc::EFBIG),
+            (ErrorKind::TooBig, libc::E2BIG),
+            (ErrorKind::Busy, libc::EBUSY),
+            (ErrorKind::Unsupported, libc::ENOTSUP),
+            (ErrorKind::Loop, libc::ELOOP),
+            (ErrorKind::NoService, libc::EIO),
+            (ErrorKind::Stale, libc::ESTALE),
+            (ErrorKind::Quota, libc::EDQUOT),
+            (ErrorKind::Internal, libc::EIO),
+        ];
+        for (kind, code) in table {
+            assert_eq!(errno(kind), code, "{kind:?}");
+            assert!(errno(kind) > 0);
+        }
+    }
+
+    #[test]
+    fn no_attr_is_what_fuser_calls_no_xattr() {
+        assert_eq!(errno(ErrorKind::NoAttr), Errno::NO_XATTR.code());
+    }
+}

@@ -1,0 +1,902 @@
+//! The `fuser::Filesystem` implementation: one callback per FUSE operation,
+//! each a few lines that translate arguments, spawn a task on the tokio
+//! runtime that calls the client, and reply from that task.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::future::Future;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
+    FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags,
+    PollEvents, PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
+    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use tokio::runtime::Handle;
+use tracing::{Instrument, Span};
+use weft_client::{Client, ClientError};
+use weft_proto::types::{Attr, Ino, NewNode, SetAttr, TimeSet};
+use weft_proto::ErrorKind;
+
+use crate::args::{self, XattrReply};
+use crate::attr::{file_attr, file_type, request_timespec, TTL};
+use crate::dir::{DirStream, Slot};
+use crate::errno::reply_errno;
+
+/// Largest read-ahead the adapter asks the kernel for at init. The kernel
+/// caps it at what it offered (128 KiB); the mount raises it afterwards
+/// through sysfs.
+const MAX_READAHEAD: u32 = 1 << 20;
+/// Background requests (read-ahead, async direct I/O) the kernel may have in
+/// flight: enough to keep every NSD of a wide stripe busy.
+const MAX_BACKGROUND: u16 = 64;
+const CONGESTION_THRESHOLD: u16 = 48;
+
+/// What the kernel may do on our behalf, when it can.
+const WANTED_CAPABILITIES: [(InitFlags, &str); 9] = [
+    (InitFlags::FUSE_ASYNC_READ, "async reads"),
+    (InitFlags::FUSE_BIG_WRITES, "big writes"),
+    (InitFlags::FUSE_MAX_PAGES, "max_pages"),
+    // O_TRUNC arrives with open, so the client truncates as it opens.
+    (InitFlags::FUSE_ATOMIC_O_TRUNC, "atomic O_TRUNC"),
+    (
+        InitFlags::FUSE_PARALLEL_DIROPS,
+        "parallel directory operations",
+    ),
+    (InitFlags::FUSE_DO_READDIRPLUS, "readdirplus"),
+    (InitFlags::FUSE_READDIRPLUS_AUTO, "adaptive readdirplus"),
+    // Cached pages are dropped when another node changes size or mtime.
+    (
+        InitFlags::FUSE_AUTO_INVAL_DATA,
+        "automatic page-cache invalidation",
+    ),
+    (InitFlags::FUSE_ASYNC_DIO, "asynchronous direct I/O"),
+];
+
+/// The state every request task shares.
+struct Shared {
+    client: Arc<Client>,
+    /// `st_blksize` of every file: the file system block size.
+    blksize: u32,
+    /// Open directory handles; `opendir` adds, `releasedir` removes.
+    dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
+    /// File handles are only labels (open counts live in the client), but
+    /// distinct ones make traces readable and directory handles unique.
+    next_fh: AtomicU64,
+}
+
+impl Shared {
+    fn entry_attr(&self, attr: &Attr) -> fuser::FileAttr {
+        file_attr(attr, self.blksize)
+    }
+
+    fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn dirs(&self) -> MutexGuard<'_, HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>> {
+        // The map holds no invariant a panicking holder could break.
+        self.dirs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The Weft file system as `fuser` sees it.
+pub(crate) struct WeftFs {
+    shared: Arc<Shared>,
+    rt: Handle,
+    max_write: u32,
+}
+
+impl WeftFs {
+    pub(crate) fn new(client: Arc<Client>, rt: Handle, max_write: u32) -> Self {
+        let blksize = client.block_size();
+        WeftFs {
+            shared: Arc::new(Shared {
+                client,
+                blksize,
+                dirs: Mutex::new(HashMap::new()),
+                next_fh: AtomicU64::new(1),
+            }),
+            rt,
+            max_write,
+        }
+    }
+
+    /// Runs one request on the runtime, inside its span.
+    fn spawn<F, Fut>(&self, span: Span, f: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fut = f(self.shared.clone());
+        self.rt.spawn(fut.instrument(span));
+    }
+}
+
+/// The span of one FUSE request.
+fn op_span(op: &'static str, req: &Request, ino: u64) -> Span {
+    tracing::debug_span!("fuse", op, req = req.unique().0, ino)
+}
+
+fn name_bytes(name: &OsStr) -> Vec<u8> {
+    name.as_bytes().to_vec()
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(at) => TimeSet::At(request_timespec(at)),
+    }
+}
+
+/// Replies to a request that makes a new name (mknod, mkdir, symlink, link).
+fn reply_entry(
+    st: &Shared,
+    op: &'static str,
+    ino: Ino,
+    res: Result<Attr, ClientError>,
+    reply: ReplyEntry,
+) {
+    match res {
+        Ok(attr) => reply.entry(&TTL, &st.entry_attr(&attr), Generation(attr.gen)),
+        Err(e) => reply.error(reply_errno(op, ino, &e)),
+    }
+}
+
+fn reply_empty(op: &'static str, ino: Ino, res: Result<(), ClientError>, reply: ReplyEmpty) {
+    match res {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(reply_errno(op, ino, &e)),
+    }
+}
+
+/// Answers a getxattr/listxattr with `value`, following the size protocol.
+fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
+    match args::xattr_reply(value.len(), size) {
+        XattrReply::Size(n) => reply.size(n),
+        XattrReply::Data => reply.data(value),
+        XattrReply::Error(errno) => reply.error(errno),
+    }
+}
+
+impl Filesystem for WeftFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(nearest) = config.set_max_write(self.max_write) {
+            tracing::info!(wanted = self.max_write, nearest, "FUSE max_write capped");
+            let _ = config.set_max_write(nearest);
+        }
+        if let Err(nearest) = config.set_max_readahead(MAX_READAHEAD) {
+            // The usual case: the kernel offers 128 KiB at init.
+            let _ = config.set_max_readahead(nearest);
+        }
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(CONGESTION_THRESHOLD);
+        for (flag, what) in WANTED_CAPABILITIES {
+            if config.add_capabilities(flag).is_err() {
+                tracing::debug!(
+                    capability = what,
+                    "the kernel does not offer this FUSE capability"
+                );
+            }
+        }
+        tracing::debug!(kernel_abi = ?config.kernel_abi(), "FUSE session initialised");
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        tracing::debug!("FUSE session ends");
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name_bytes(name);
+        self.spawn(op_span("lookup", req, parent.0), move |st| async move {
+            let res = st.client.lookup(parent.0, &name).await;
+            reply_entry(&st, "lookup", parent.0, res, reply);
+        });
+    }
+
+    /// Inode lifetimes live in the meta role and the client's open table,
+    /// not in kernel lookup counts.
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(op_span("getattr", req, ino.0), move |st| async move {
+            match st.client.getattr(ino.0).await {
+                Ok(attr) => reply.attr(&TTL, &st.entry_attr(&attr)),
+                Err(e) => reply.error(reply_errno("getattr", ino.0, &e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+        };
+        self.spawn(op_span("setattr", req, ino.0), move |st| async move {
+            match st.client.setattr(ino.0, set).await {
+                Ok(attr) => reply.attr(&TTL, &st.entry_attr(&attr)),
+                Err(e) => reply.error(reply_errno("setattr", ino.0, &e)),
+            }
+        });
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.spawn(op_span("readlink", req, ino.0), move |st| async move {
+            match st.client.readlink(ino.0).await {
+                Ok(target) => reply.data(&target),
+                Err(e) => reply.error(reply_errno("readlink", ino.0, &e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let span = op_span("mknod", req, parent.0);
+        let node = match args::mknod_node(mode, rdev) {
+            Ok(node) => node,
+            Err(errno) => {
+                span.in_scope(|| tracing::debug!(mode, "mknod of an unsupported file type"));
+                return reply.error(errno);
+            }
+        };
+        let (name, perm, uid, gid) = (
+            name_bytes(name),
+            args::create_perm(mode, umask),
+            req.uid(),
+            req.gid(),
+        );
+        self.spawn(span, move |st| async move {
+            let res = st
+                .client
+                .create(parent.0, &name, node, perm, uid, gid)
+                .await;
+            reply_entry(&st, "mknod", parent.0, res, reply);
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let (name, perm, uid, gid) = (
+            name_bytes(name),
+            args::create_perm(mode, umask),
+            req.uid(),
+            req.gid(),
+        );
+        self.spawn(op_span("mkdir", req, parent.0), move |st| async move {
+            let res = st
+                .client
+                .create(parent.0, &name, NewNode::Dir, perm, uid, gid)
+                .await;
+            reply_entry(&st, "mkdir", parent.0, res, reply);
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_bytes(name);
+        self.spawn(op_span("unlink", req, parent.0), move |st| async move {
+            let res = st.client.unlink(parent.0, &name).await;
+            reply_empty("unlink", parent.0, res, reply);
+        });
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_bytes(name);
+        self.spawn(op_span("rmdir", req, parent.0), move |st| async move {
+            let res = st.client.rmdir(parent.0, &name).await;
+            reply_empty("rmdir", parent.0, res, reply);
+        });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let node = NewNode::Symlink {
+            target: target.as_os_str().as_bytes().to_vec(),
+        };
+        let (name, uid, gid) = (name_bytes(link_name), req.uid(), req.gid());
+        self.spawn(op_span("symlink", req, parent.0), move |st| async move {
+            let res = st
+                .client
+                .create(parent.0, &name, node, 0o777, uid, gid)
+                .await;
+            reply_entry(&st, "symlink", parent.0, res, reply);
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let span = op_span("rename", req, parent.0);
+        let mode = match args::rename_mode(flags.bits()) {
+            Ok(mode) => mode,
+            Err(errno) => {
+                span.in_scope(|| tracing::debug!(flags = flags.bits(), "unsupported rename flags"));
+                return reply.error(errno);
+            }
+        };
+        let (name, newname) = (name_bytes(name), name_bytes(newname));
+        self.spawn(span, move |st| async move {
+            let res = st
+                .client
+                .rename(parent.0, &name, newparent.0, &newname, mode)
+                .await;
+            reply_empty("rename", parent.0, res, reply);
+        });
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let newname = name_bytes(newname);
+        self.spawn(op_span("link", req, ino.0), move |st| async move {
+            let res = st.client.link(ino.0, newparent.0, &newname).await;
+            reply_entry(&st, "link", ino.0, res, reply);
+        });
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let truncate = args::open_truncates(flags.0);
+        self.spawn(op_span("open", req, ino.0), move |st| async move {
+            match st.client.open(ino.0, truncate).await {
+                Ok(()) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
+                Err(e) => reply.error(reply_errno("open", ino.0, &e)),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let span = tracing::debug_span!(
+            "fuse",
+            op = "read",
+            req = req.unique().0,
+            ino = ino.0,
+            offset,
+            size
+        );
+        self.spawn(span, move |st| async move {
+            match st.client.read(ino.0, offset, size).await {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(reply_errno("read", ino.0, &e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // fuser reuses its request buffer, so the data is copied once here.
+        let data = Bytes::copy_from_slice(data);
+        let span = tracing::debug_span!(
+            "fuse",
+            op = "write",
+            req = req.unique().0,
+            ino = ino.0,
+            offset,
+            size = data.len()
+        );
+        self.spawn(span, move |st| async move {
+            match st.client.write(ino.0, offset, data).await {
+                Ok(written) => reply.written(written),
+                Err(e) => reply.error(reply_errno("write", ino.0, &e)),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(op_span("flush", req, ino.0), move |st| async move {
+            let res = st.client.flush(ino.0).await;
+            reply_empty("flush", ino.0, res, reply);
+        });
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(op_span("release", req, ino.0), move |st| async move {
+            let flushed = if flush {
+                st.client.flush(ino.0).await
+            } else {
+                Ok(())
+            };
+            // Release even if the flush failed: the open count must drop.
+            let released = st.client.release(ino.0).await;
+            reply_empty("release", ino.0, flushed.and(released), reply);
+        });
+    }
+
+    fn fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(op_span("fsync", req, ino.0), move |st| async move {
+            let res = st.client.fsync(ino.0, datasync).await;
+            reply_empty("fsync", ino.0, res, reply);
+        });
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _span = op_span("opendir", req, ino.0).entered();
+        let fh = self.shared.new_fh();
+        self.shared
+            .dirs()
+            .insert(fh, Arc::new(tokio::sync::Mutex::new(DirStream::new())));
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let span = op_span("readdir", req, ino.0);
+        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
+            span.in_scope(|| tracing::debug!(fh = fh.0, "readdir on an unknown handle"));
+            return reply.error(Errno::EBADF);
+        };
+        self.spawn(span, move |st| async move {
+            let client = &st.client;
+            let mut stream = stream.lock().await;
+            let res = stream
+                .fill(
+                    offset,
+                    |cursor| client.readdir(ino.0, cursor),
+                    |cookie, slot| match slot {
+                        Slot::Dot => reply.add(ino, cookie, FileType::Directory, "."),
+                        // The parent is not known here; `..` is resolved by
+                        // the kernel, which never uses this inode number.
+                        Slot::DotDot => reply.add(ino, cookie, FileType::Directory, ".."),
+                        Slot::Entry(e) => reply.add(
+                            INodeNo(e.attr.ino),
+                            cookie,
+                            file_type(e.attr.kind),
+                            OsStr::from_bytes(&e.name),
+                        ),
+                    },
+                )
+                .await;
+            drop(stream);
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(reply_errno("readdir", ino.0, &e)),
+            }
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let span = op_span("readdirplus", req, ino.0);
+        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
+            span.in_scope(|| tracing::debug!(fh = fh.0, "readdirplus on an unknown handle"));
+            return reply.error(Errno::EBADF);
+        };
+        self.spawn(span, move |st| async move {
+            let client = &st.client;
+            // `.` and `..` carry placeholder attributes: the kernel skips
+            // the attributes of those two names.
+            let dot = dot_attr(ino, st.blksize);
+            let mut stream = stream.lock().await;
+            let res = stream
+                .fill(
+                    offset,
+                    |cursor| client.readdir(ino.0, cursor),
+                    |cookie, slot| match slot {
+                        Slot::Dot => reply.add(ino, cookie, ".", &TTL, &dot, Generation(0)),
+                        Slot::DotDot => reply.add(ino, cookie, "..", &TTL, &dot, Generation(0)),
+                        Slot::Entry(e) => reply.add(
+                            INodeNo(e.attr.ino),
+                            cookie,
+                            OsStr::from_bytes(&e.name),
+                            &TTL,
+                            &st.entry_attr(&e.attr),
+                            Generation(e.attr.gen),
+                        ),
+                    },
+                )
+                .await;
+            drop(stream);
+            match res {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(reply_errno("readdirplus", ino.0, &e)),
+            }
+        });
+    }
+
+    fn releasedir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let _span = op_span("releasedir", req, ino.0).entered();
+        self.shared.dirs().remove(&fh.0);
+        reply.ok();
+    }
+
+    /// Every directory change is committed by its own metadata transaction
+    /// before it is answered, so there is nothing left to sync.
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _span = op_span("fsyncdir", req, ino.0).entered();
+        reply.ok();
+    }
+
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        self.spawn(op_span("statfs", req, ino.0), move |st| async move {
+            match st.client.statfs().await {
+                Ok(s) => {
+                    // statvfs counts blocks in fragment-size units.
+                    let frsize = if s.fragment_size == 0 {
+                        4096
+                    } else {
+                        s.fragment_size
+                    };
+                    let units = |bytes: u64| bytes / u64::from(frsize);
+                    reply.statfs(
+                        units(s.total_bytes),
+                        units(s.free_bytes),
+                        units(s.avail_bytes),
+                        s.inodes,
+                        s.inodes_free,
+                        s.block_size,
+                        s.name_max,
+                        frsize,
+                    );
+                }
+                Err(e) => reply.error(reply_errno("statfs", ino.0, &e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let span = op_span("setxattr", req, ino.0);
+        let mode = match args::xattr_mode(flags) {
+            Ok(mode) => mode,
+            Err(errno) => {
+                span.in_scope(|| tracing::debug!(flags, "unsupported setxattr flags"));
+                return reply.error(errno);
+            }
+        };
+        let (name, value) = (name_bytes(name), value.to_vec());
+        self.spawn(span, move |st| async move {
+            let res = st.client.setxattr(ino.0, &name, &value, mode).await;
+            reply_empty("setxattr", ino.0, res, reply);
+        });
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let name = name_bytes(name);
+        self.spawn(op_span("getxattr", req, ino.0), move |st| async move {
+            match st.client.getxattr(ino.0, &name).await {
+                Ok(value) => reply_xattr(&value, size, reply),
+                Err(e) => reply.error(reply_errno("getxattr", ino.0, &e)),
+            }
+        });
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.spawn(op_span("listxattr", req, ino.0), move |st| async move {
+            match st.client.listxattr(ino.0).await {
+                Ok(names) => reply_xattr(&args::xattr_list(&names), size, reply),
+                Err(e) => reply.error(reply_errno("listxattr", ino.0, &e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_bytes(name);
+        self.spawn(op_span("removexattr", req, ino.0), move |st| async move {
+            let res = st.client.removexattr(ino.0, &name).await;
+            reply_empty("removexattr", ino.0, res, reply);
+        });
+    }
+
+    /// With `default_permissions` the kernel checks modes itself and does not
+    /// normally send `access`; if it does, the answer is whether the inode
+    /// still exists.
+    fn access(&self, req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        self.spawn(op_span("access", req, ino.0), move |st| async move {
+            let res = st.client.getattr(ino.0).await.map(|_| ());
+            reply_empty("access", ino.0, res, reply);
+        });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (name, perm, uid, gid) = (
+            name_bytes(name),
+            args::create_perm(mode, umask),
+            req.uid(),
+            req.gid(),
+        );
+        self.spawn(op_span("create", req, parent.0), move |st| async move {
+            let client = &st.client;
+            let created = match client
+                .create(parent.0, &name, NewNode::File, perm, uid, gid)
+                .await
+            {
+                Ok(attr) => Ok((attr, false)),
+                // Another node created the name since the kernel's lookup:
+                // without O_EXCL, open(O_CREAT) opens the existing file.
+                Err(e) if e.kind() == ErrorKind::Exists && flags & libc::O_EXCL == 0 => {
+                    tracing::debug!("create raced with another creator; opening the existing file");
+                    client
+                        .lookup(parent.0, &name)
+                        .await
+                        .map(|attr| (attr, true))
+                }
+                Err(e) => Err(e),
+            };
+            let (attr, existed) = match created {
+                Ok(found) => found,
+                Err(e) => return reply.error(reply_errno("create", parent.0, &e)),
+            };
+            if existed && attr.kind != weft_proto::types::FileKind::File {
+                let errno = if attr.kind == weft_proto::types::FileKind::Dir {
+                    Errno::EISDIR
+                } else {
+                    Errno::EEXIST
+                };
+                return reply.error(errno);
+            }
+            let truncate = existed && args::open_truncates(flags);
+            let attr = match client.open(attr.ino, truncate).await {
+                // A truncating open changed the size: answer the new attributes.
+                Ok(()) if truncate => match client.getattr(attr.ino).await {
+                    Ok(fresh) => fresh,
+                    Err(e) => {
+                        let _ = client.release(attr.ino).await;
+                        return reply.error(reply_errno("create", attr.ino, &e));
+                    }
+                },
+                Ok(()) => attr,
+                Err(e) => return reply.error(reply_errno("create", attr.ino, &e)),
+            };
+            reply.created(
+                &TTL,
+                &st.entry_attr(&attr),
+                Generation(attr.gen),
+                FileHandle(st.new_fh()),
+                args::fopen_flags(flags),
+            );
+        });
+    }
+    /// No Weft ioctls exist; ENOTTY is what `isatty(3)` and friends expect.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        Self::unsupported("ioctl", req, ino);
+        reply.error(Errno::ENOTTY);
+    }
+
+    fn poll(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _ph: PollNotifier,
+        _events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        Self::unsupported("poll", req, ino);
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        Self::unsupported("fallocate", req, ino);
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn lseek(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _offset: i64,
+        _whence: i32,
+        reply: ReplyLseek,
+    ) {
+        Self::unsupported("lseek", req, ino);
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        Self::unsupported("copy_file_range", req, ino_in);
+        reply.error(Errno::ENOSYS);
+    }
+}
+
+// Operations Weft does not offer. fuser's defaults answer the same errors
+// but log a warning per request; these answer quietly. ENOSYS makes the
+// kernel stop asking and fall back: poll → always ready, lseek → generic
+// SEEK_DATA/SEEK_HOLE, copy_file_range → read + write, fallocate →
+// EOPNOTSUPP (glibc's posix_fallocate then writes zeros).
+impl WeftFs {
+    fn unsupported(op: &'static str, req: &Request, ino: INodeNo) {
+        op_span(op, req, ino.0).in_scope(|| tracing::trace!("operation not supported"));
+    }
+}
+
+/// Attributes for the `.` and `..` slots of readdirplus, which the kernel
+/// does not use.
+fn dot_attr(ino: INodeNo, blksize: u32) -> fuser::FileAttr {
+    fuser::FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize,
+        flags: 0,
+    }
+}
