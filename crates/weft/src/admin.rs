@@ -1,0 +1,46 @@
+//! Reaching a running cluster from an admin command.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use weft_client::{Client, ClientError, Cluster};
+use weft_net::{NetError, Secret};
+
+use crate::datadir::DataDir;
+use crate::Target;
+
+/// A current-thread runtime for a short admin command.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Connects to the cluster whose daemon runs on `target.data`.
+pub async fn connect(target: &Target) -> Result<Arc<Cluster>> {
+    let dir = DataDir::new(&target.data);
+    let not_running = || {
+        format!(
+            "no Weft cluster is running for data directory {}: start it with `weft up --data {}`",
+            dir.root.display(),
+            dir.root.display()
+        )
+    };
+    let addr = std::fs::read_to_string(dir.addr_file()).with_context(not_running)?;
+    let addr = addr.lines().next().unwrap_or_default().trim().to_string();
+    let secret = Secret::load(&dir.secret()).context("cannot read the cluster secret")?;
+    match Cluster::connect(&addr, secret, "weft-admin").await {
+        Ok(c) => Ok(c),
+        Err(ClientError::Net(NetError::Connect { .. } | NetError::ConnectTimeout { .. })) => Err(
+            anyhow::anyhow!("{} (nothing answers at {addr})", not_running()),
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn client(target: &Target, fs: &str) -> Result<(Arc<Cluster>, Arc<Client>)> {
+    let cluster = connect(target).await?;
+    let client = Client::new(cluster.clone(), fs)?;
+    Ok((cluster, client))
+}

@@ -1,0 +1,359 @@
+//! `weft up`: the embedded one-node cluster. Creates it on first start
+//! (4 directory NSDs, file system fs0), then runs the quorum, meta and nsd
+//! roles behind one TCP listener on 127.0.0.1, connects a client to itself
+//! through that listener, and mounts fs0 with FUSE until SIGINT or SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use weft_client::{Client, Cluster};
+use weft_meta::{MetaServer, MetaSpec};
+use weft_net::{serve, Secret};
+use weft_nsd::{NsdServer, NsdSpec};
+use weft_proto::config::ClusterConfig;
+use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
+use weft_quorum::{ConfigStore, FileStore, QuorumServer};
+
+use crate::datadir::{fs_capacity, plan_cluster, DataDir, DirState, NewCluster, DEFAULT_FS};
+use crate::node::Node;
+use crate::size::{parse_size, show_size};
+
+const MAX_DISKS: u32 = 64;
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    /// Data directory (created on first start).
+    #[arg(long, default_value = "./weft-data")]
+    data: PathBuf,
+    /// Mount point of fs0 (the default is created when missing; a given one must exist).
+    #[arg(long)]
+    mount: Option<PathBuf>,
+    /// Number of directory NSDs of a new cluster (1..=64).
+    #[arg(long)]
+    disks: Option<u32>,
+    /// Block size of a new file system: a power of two from 64K to 16M.
+    #[arg(short = 'B', long = "block-size")]
+    block_size: Option<String>,
+    /// Address the node listens on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Run the cluster without mounting it.
+    #[arg(long)]
+    no_mount: bool,
+}
+
+struct Checked {
+    disks: Option<u32>,
+    block_size: Option<u32>,
+    mount: Option<PathBuf>,
+}
+
+/// Validates every option before anything is created or changed.
+fn check(args: &UpArgs) -> Result<Checked> {
+    if let Some(d) = args.disks {
+        if d == 0 || d > MAX_DISKS {
+            bail!("--disks {d} is out of range: give 1 to {MAX_DISKS}");
+        }
+    }
+    let block_size = match &args.block_size {
+        None => None,
+        Some(text) => {
+            let bs = parse_size(text).map_err(|e| anyhow::anyhow!("-B: {e}"))?;
+            if !valid_block_size(bs) {
+                bail!(
+                    "-B {text} is not a valid block size: give a power of two from {} to {} (e.g. -B 4M)",
+                    show_size(MIN_BLOCK.into()),
+                    show_size(MAX_BLOCK.into())
+                );
+            }
+            Some(bs as u32)
+        }
+    };
+    let mount = if args.no_mount {
+        None
+    } else {
+        let explicit = args.mount.is_some();
+        let path = args
+            .mount
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./weft-mnt"));
+        check_mount_point(&path, explicit)?;
+        Some(std::path::absolute(&path).unwrap_or(path))
+    };
+    Ok(Checked {
+        disks: args.disks,
+        block_size,
+        mount,
+    })
+}
+
+fn check_mount_point(path: &Path, explicit: bool) -> Result<()> {
+    if !path.exists() {
+        if explicit {
+            bail!(
+                "mount point {} does not exist: create it with `mkdir -p {}` or give another with --mount",
+                path.display(),
+                path.display()
+            );
+        }
+        std::fs::create_dir_all(path)
+            .with_context(|| format!("cannot create mount point {}", path.display()))?;
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => bail!(
+            "mount point {} is a dead mount left by a stopped daemon: run `fusermount3 -u {}`",
+            path.display(),
+            path.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("mount point {}", path.display())),
+    };
+    if !meta.is_dir() {
+        bail!("mount point {} is not a directory", path.display());
+    }
+    Ok(())
+}
+
+/// Creates a new cluster in an empty data directory.
+fn create(dir: &DataDir, disks: u32, block_size: u32) -> Result<ClusterConfig> {
+    std::fs::create_dir_all(&dir.root).with_context(|| {
+        format!(
+            "cannot create data directory {}: choose a writable place with --data",
+            dir.root.display()
+        )
+    })?;
+    let probe = dir.root.join(".weft-probe");
+    std::fs::write(&probe, b"").with_context(|| {
+        format!(
+            "data directory {} is not writable: choose another with --data",
+            dir.root.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    let (_, avail) = fs_capacity(&dir.root)?;
+    let cluster_id: String = (0..8)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect();
+    let config = plan_cluster(dir, &NewCluster { disks, block_size }, &cluster_id, avail)?;
+    std::fs::create_dir_all(dir.root.join("meta")).context("cannot create the meta directory")?;
+    Secret::generate()
+        .save(&dir.secret())
+        .context("cannot write the cluster secret")?;
+    for nsd in &config.nsds {
+        weft_nsd::format_nsd(&nsd_spec(&config, nsd), &cluster_id)?;
+    }
+    // The configuration is written last: a directory without it is not a
+    // cluster yet, and a failed creation can be retried after emptying it.
+    FileStore::create(&dir.config(), config.clone())?;
+    Ok(config)
+}
+
+fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
+    let block_size = config
+        .filesystems
+        .first()
+        .map(|f| f.block_size)
+        .unwrap_or(DEFAULT_BLOCK);
+    NsdSpec {
+        id: nsd.id,
+        name: nsd.name.clone(),
+        path: PathBuf::from(&nsd.device),
+        size: nsd.size,
+        block_size,
+    }
+}
+
+pub fn run(args: UpArgs) -> Result<()> {
+    let checked = check(&args)?;
+    let dir = DataDir::new(&args.data);
+    let created = match dir.state()? {
+        DirState::Foreign(why) => bail!("{why}"),
+        DirState::Empty => {
+            create(
+                &dir,
+                checked.disks.unwrap_or(4),
+                checked.block_size.unwrap_or(DEFAULT_BLOCK),
+            )?;
+            true
+        }
+        DirState::Cluster => false,
+    };
+    // The format check comes first: an incompatible directory is left as it is.
+    let store = Arc::new(
+        FileStore::open(&dir.config())
+            .with_context(|| format!("cannot open the cluster in {}", dir.root.display()))?,
+    );
+    let _lock = dir.lock()?;
+    let config = store.get();
+    let fs = config.filesystem(DEFAULT_FS).cloned().with_context(|| {
+        format!(
+            "the cluster in {} has no file system {DEFAULT_FS}",
+            dir.root.display()
+        )
+    })?;
+    if !created {
+        if let Some(bs) = checked.block_size {
+            if bs != fs.block_size {
+                bail!(
+                    "-B {} applies when a file system is created; {DEFAULT_FS} in {} has block size {}: \
+                     drop -B or use a new --data directory",
+                    show_size(bs.into()),
+                    dir.root.display(),
+                    show_size(fs.block_size.into())
+                );
+            }
+        }
+        if let Some(d) = checked.disks {
+            if d as usize != config.nsds.len() {
+                bail!(
+                    "--disks {d} applies when a cluster is created; the cluster in {} has {} NSDs: \
+                     drop --disks or use a new --data directory",
+                    dir.root.display(),
+                    config.nsds.len()
+                );
+            }
+        }
+    }
+    let secret = Secret::load(&dir.secret())?;
+
+    // Open every store before listening: a refusal changes nothing.
+    let nsd = NsdServer::open(
+        config.nsds.iter().map(|n| nsd_spec(&config, n)).collect(),
+        &config.cluster_id,
+    )?;
+    let table = fs
+        .chain_tables
+        .first()
+        .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
+    let meta = MetaServer::open(
+        &dir.meta(&fs.name, 0),
+        MetaSpec {
+            fs: fs.id,
+            shard: 0,
+            block_size: fs.block_size,
+            pool: 0,
+            table_version: table.version,
+            stripe_width: table.chains.len() as u32,
+            max_inodes: fs.max_inodes,
+            data_in_inode: fs.data_in_inode,
+            durable: true,
+        },
+    )?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft")
+        .build()
+        .context("cannot start the async runtime")?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(&args.listen))
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .context("listener address")?
+        .to_string();
+    let config = store.update(&|c| {
+        for n in c.nodes.iter_mut().filter(|n| n.id == 1) {
+            n.addr = addr.clone();
+        }
+        Ok(())
+    })?;
+    let node = Node {
+        quorum: Some(QuorumServer::new(store.clone())),
+        meta: Some(meta),
+        nsd: Some(nsd),
+    };
+    let server = rt.spawn(serve(listener, secret.clone(), Arc::new(node)));
+    std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
+        .context("cannot write the run file")?;
+
+    let result = rt.block_on(serve_until_signal(
+        &dir,
+        &config,
+        &addr,
+        secret,
+        checked.mount,
+        created,
+        rt.handle().clone(),
+    ));
+    server.abort();
+    let _ = std::fs::remove_file(dir.addr_file());
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
+}
+
+async fn serve_until_signal(
+    dir: &DataDir,
+    config: &ClusterConfig,
+    addr: &str,
+    secret: Secret,
+    mount: Option<PathBuf>,
+    created: bool,
+    rt: tokio::runtime::Handle,
+) -> Result<()> {
+    let cluster = Cluster::connect(addr, secret, "weft-up").await?;
+    let client = Client::new(cluster, DEFAULT_FS)?;
+    let reclaimed = client.reclaim_orphans().await?;
+    let fs = client.fs_info().clone();
+    println!(
+        "weft: {} cluster {} ({}) in {}",
+        if created { "created" } else { "started" },
+        config.name,
+        config.cluster_id,
+        dir.root.display()
+    );
+    println!("weft: node listening on {addr} (roles: quorum, meta, nsd)");
+    for n in &config.nsds {
+        println!(
+            "weft: NSD {} at {} (failure group {}, {})",
+            n.name,
+            n.device,
+            n.failure_group,
+            show_size(n.size)
+        );
+    }
+    println!(
+        "weft: file system {} block size {}, {} NSDs, {} data replica(s)",
+        fs.name,
+        show_size(fs.block_size.into()),
+        config.nsds.len(),
+        fs.default_data_replicas
+    );
+    if reclaimed > 0 {
+        println!("weft: freed {reclaimed} file(s) unlinked while open before the last stop");
+    }
+    let handle = match &mount {
+        Some(m) => {
+            let opts = weft_fuse::MountOptions {
+                fs_name: format!("weft:{}", fs.name),
+                ..weft_fuse::MountOptions::default()
+            };
+            let h = weft_fuse::mount(client.clone(), rt, m, opts)?;
+            println!("weft: {} mounted on {}", fs.name, m.display());
+            Some(h)
+        }
+        None => None,
+    };
+    println!("weft: ready; Ctrl-C or SIGTERM stops and unmounts");
+    wait_for_signal().await?;
+    println!("weft: stopping");
+    if let Some(h) = handle {
+        h.unmount()?;
+        if let Some(m) = &mount {
+            println!("weft: unmounted {}", m.display());
+        }
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

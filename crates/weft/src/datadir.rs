@@ -1,0 +1,213 @@
+//! The data directory of a node: where `weft up` keeps the cluster
+//! configuration, the secret, the NSD directories and the metadata shards.
+//!
+//! ```text
+//! DATA/cluster.json        cluster configuration (quorum role)
+//! DATA/cluster.secret      shared secret, 0600
+//! DATA/nsd/nsdN/           one directory NSD each
+//! DATA/meta/FS-shardN.redb metadata shards
+//! DATA/run/weft.addr       address of the running daemon (absent when stopped)
+//! DATA/run/lock            held (flock) while a daemon runs
+//! ```
+
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use weft_proto::config::{
+    plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
+    ShardInfo, Usage, FORMAT_VERSION,
+};
+use weft_proto::layout::subblock_size;
+use weft_proto::types::Timespec;
+
+pub const DEFAULT_FS: &str = "fs0";
+/// Bytes of file system capacity per inode when the inode limit is derived.
+const BYTES_PER_INODE: u64 = 64 << 10;
+const MIN_INODES: u64 = 1 << 20;
+
+pub struct DataDir {
+    pub root: PathBuf,
+}
+
+/// What a data directory holds.
+pub enum DirState {
+    /// Absent or empty: a new cluster will be created.
+    Empty,
+    /// Holds a Weft cluster.
+    Cluster,
+    /// Holds something else: refused.
+    Foreign(String),
+}
+
+impl DataDir {
+    pub fn new(root: &Path) -> Self {
+        // Keep the path absolute so messages and the run file are unambiguous.
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        DataDir { root }
+    }
+    pub fn config(&self) -> PathBuf {
+        self.root.join("cluster.json")
+    }
+    pub fn secret(&self) -> PathBuf {
+        self.root.join("cluster.secret")
+    }
+    pub fn nsd(&self, name: &str) -> PathBuf {
+        self.root.join("nsd").join(name)
+    }
+    pub fn meta(&self, fs: &str, shard: u16) -> PathBuf {
+        self.root
+            .join("meta")
+            .join(format!("{fs}-shard{shard}.redb"))
+    }
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+    pub fn addr_file(&self) -> PathBuf {
+        self.run_dir().join("weft.addr")
+    }
+
+    pub fn state(&self) -> Result<DirState> {
+        if !self.root.exists() {
+            return Ok(DirState::Empty);
+        }
+        if !self.root.is_dir() {
+            return Ok(DirState::Foreign(format!(
+                "{} is not a directory",
+                self.root.display()
+            )));
+        }
+        if self.config().exists() {
+            return Ok(DirState::Cluster);
+        }
+        let mut entries = std::fs::read_dir(&self.root)
+            .with_context(|| format!("cannot read data directory {}", self.root.display()))?;
+        if entries.next().is_none() {
+            Ok(DirState::Empty)
+        } else {
+            Ok(DirState::Foreign(format!(
+                "{} is not empty and holds no Weft cluster (no cluster.json): choose another directory with --data",
+                self.root.display()
+            )))
+        }
+    }
+
+    /// Takes the daemon lock; fails if another daemon runs on this directory.
+    pub fn lock(&self) -> Result<File> {
+        let run = self.run_dir();
+        std::fs::create_dir_all(&run)
+            .with_context(|| format!("cannot create {}", run.display()))?;
+        let path = run.join("lock");
+        let f = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: flock on a file descriptor we own; no memory is shared.
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let who = std::fs::read_to_string(self.addr_file()).unwrap_or_default();
+            bail!(
+                "another weft daemon is running on {} ({}): stop it first",
+                self.root.display(),
+                who.trim()
+            );
+        }
+        Ok(f)
+    }
+}
+
+/// Capacity of the file system holding `path`: (total, available) bytes.
+pub fn fs_capacity(path: &Path) -> Result<(u64, u64)> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes()).context("path holds a NUL byte")?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statvfs {}", path.display()));
+    }
+    let frsize = st.f_frsize as u64;
+    Ok((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
+}
+
+pub struct NewCluster {
+    pub disks: u32,
+    pub block_size: u32,
+}
+
+/// The configuration of a new one-node cluster with `disks` directory NSDs
+/// and file system fs0.
+pub fn plan_cluster(
+    dir: &DataDir,
+    opts: &NewCluster,
+    cluster_id: &str,
+    avail: u64,
+) -> Result<ClusterConfig> {
+    let per_disk = avail / u64::from(opts.disks.max(1));
+    let nsds: Vec<NsdInfo> = (1..=opts.disks)
+        .map(|i| NsdInfo {
+            id: i,
+            name: format!("nsd{i}"),
+            node: 1,
+            device: dir.nsd(&format!("nsd{i}")).display().to_string(),
+            // Each directory NSD is its own failure group, as separate disks would be.
+            failure_group: i,
+            usage: Usage::DataAndMetadata,
+            pool: "system".into(),
+            size: per_disk,
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        })
+        .collect();
+    let Some(table) = plan_chain_table("system", 1, &nsds, 1) else {
+        bail!("cannot build a chain table over {} NSDs", nsds.len());
+    };
+    let total: u64 = nsds.iter().map(|n| n.size).sum();
+    let fs = FsInfo {
+        id: 1,
+        name: DEFAULT_FS.into(),
+        block_size: opts.block_size,
+        subblock_size: subblock_size(opts.block_size),
+        inode_size: 4096,
+        default_meta_replicas: 1,
+        max_meta_replicas: 2,
+        default_data_replicas: 1,
+        max_data_replicas: 2,
+        allocation: "cluster".into(),
+        created: Timespec::now(),
+        format_version: FORMAT_VERSION,
+        max_inodes: (total / BYTES_PER_INODE).max(MIN_INODES),
+        data_in_inode: true,
+        shards: vec![ShardInfo { id: 0, node: 1 }],
+        chain_tables: vec![table],
+    };
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    let host = host.trim();
+    Ok(ClusterConfig {
+        format_version: FORMAT_VERSION,
+        epoch: 1,
+        cluster_id: cluster_id.to_string(),
+        name: format!("weft.{}", if host.is_empty() { "local" } else { host }),
+        nodes: vec![NodeInfo {
+            id: 1,
+            name: if host.is_empty() {
+                "node1".into()
+            } else {
+                host.to_string()
+            },
+            addr: String::new(),
+            roles: Roles {
+                quorum: true,
+                meta: true,
+                nsd: true,
+            },
+        }],
+        nsds,
+        filesystems: vec![fs],
+    })
+}

@@ -1,0 +1,225 @@
+//! Admin commands (`weft fs show`, `weft df`, `weft disk list`) against a
+//! running `weft up`, and their refusal when no daemon runs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+
+/// `weft fs show` rows: flag → the value's first word.
+fn fs_show_rows(text: &str) -> BTreeMap<String, String> {
+    let mut rows = BTreeMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let Some(flag) = words.next() else { continue };
+        if !flag.starts_with('-') || flag.chars().all(|c| c == '-') {
+            continue;
+        }
+        rows.insert(
+            flag.to_string(),
+            words.next().unwrap_or_default().to_string(),
+        );
+    }
+    rows
+}
+
+/// The rows of an admin table whose first word is `name`.
+fn rows_named<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| l.split_whitespace().next() == Some(name))
+        .collect()
+}
+
+fn check_fs_show(out: &str, block: u64, subblock: u64) {
+    let rows = fs_show_rows(out);
+    for flag in [
+        "-f",
+        "-i",
+        "-m",
+        "-M",
+        "-r",
+        "-R",
+        "-j",
+        "-B",
+        "-V",
+        "--create-time",
+        "--inode-limit",
+        "--inline-data",
+        "-n",
+        "-d",
+    ] {
+        let v = rows
+            .get(flag)
+            .unwrap_or_else(|| panic!("fs show has no row {flag}:\n{out}"));
+        assert!(!v.is_empty(), "fs show row {flag} has no value:\n{out}");
+    }
+    assert_eq!(rows["-B"], block.to_string(), "-B row:\n{out}");
+    assert_eq!(rows["-f"], subblock.to_string(), "-f row:\n{out}");
+    assert_eq!(rows["-n"], "4", "-n row:\n{out}");
+    assert_eq!(rows["-d"], "nsd1;nsd2;nsd3;nsd4", "-d row:\n{out}");
+    assert_eq!(rows["-m"], "1", "-m row:\n{out}");
+    assert_eq!(rows["-r"], "1", "-r row:\n{out}");
+    for flag in ["-i", "-V", "--inode-limit"] {
+        let n: u64 = rows[flag]
+            .parse()
+            .unwrap_or_else(|_| panic!("fs show row {flag} is not a number:\n{out}"));
+        assert!(n > 0, "fs show row {flag} is 0:\n{out}");
+    }
+    let created = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("--create-time"))
+        .unwrap();
+    let year: u32 = rows["--create-time"][..4]
+        .parse()
+        .unwrap_or_else(|_| panic!("--create-time is not a date: {created}"));
+    assert!(year >= 2024, "--create-time: {created}");
+}
+
+#[test]
+fn admin_commands() {
+    let td = test_dir("admin");
+    let mut w = WeftUp::start("admin", td.path(), &[]);
+    // A few files so that the inode count is above the root alone.
+    std::fs::create_dir(w.m("d")).unwrap();
+    std::fs::write(w.m("d/small"), b"x").unwrap();
+    std::fs::write(w.m("d/inline"), vec![7u8; 3000]).unwrap();
+    std::fs::write(w.m("d/big"), pattern(1, 5 * MIB)).unwrap();
+    std::fs::write(w.m("empty"), b"").unwrap();
+
+    let out = ok("weft fs show fs0", &w.admin(&["fs", "show", "fs0"]));
+    report(&format!("[admin] weft fs show fs0:\n{out}"));
+    check_fs_show(&out, 4_194_304, 32_768);
+
+    let out = ok("weft df fs0", &w.admin(&["df", "fs0"]));
+    report(&format!("[admin] weft df fs0:\n{out}"));
+    for i in 1..=4 {
+        let name = format!("nsd{i}");
+        let rows = rows_named(&out, &name);
+        assert_eq!(rows.len(), 1, "df rows for {name}:\n{out}");
+        let size: u64 = rows[0]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("df row of {name} has no size: {:?}", rows[0]));
+        assert!(size > 0, "df size of {name}: {:?}", rows[0]);
+    }
+    assert!(
+        rows_named(&out, "nsd5").is_empty(),
+        "df lists an nsd5:\n{out}"
+    );
+    for needle in [
+        "(pool total)",
+        "(total)",
+        "Inode Information",
+        "Number of used inodes:",
+    ] {
+        assert!(out.contains(needle), "df has no {needle:?}:\n{out}");
+    }
+    let used: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Number of used inodes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("df: used inodes is not a number:\n{out}"));
+    assert!(
+        used >= 6,
+        "df: {used} used inodes, want at least root + 5 entries:\n{out}"
+    );
+
+    let out = ok("weft disk list fs0", &w.admin(&["disk", "list", "fs0"]));
+    report(&format!("[admin] weft disk list fs0:\n{out}"));
+    for i in 1..=4 {
+        let name = format!("nsd{i}");
+        let rows = rows_named(&out, &name);
+        assert_eq!(rows.len(), 1, "disk list rows for {name}:\n{out}");
+        let words: Vec<&str> = rows[0].split_whitespace().collect();
+        assert!(words.contains(&"up"), "{name} not up: {:?}", rows[0]);
+        assert!(words.contains(&"ready"), "{name} not ready: {:?}", rows[0]);
+    }
+    assert!(
+        rows_named(&out, "nsd5").is_empty(),
+        "disk list lists an nsd5:\n{out}"
+    );
+
+    // An unknown file system is named in the refusal.
+    let out = w.admin(&["fs", "show", "nosuchfs"]);
+    refused("weft fs show nosuchfs", &out, &["nosuchfs"]);
+
+    // A second daemon on the same data directory is refused and the first
+    // keeps running.
+    let other_mnt = w.root.join("mnt2");
+    std::fs::create_dir(&other_mnt).unwrap();
+    let out = run_weft(
+        &w.root,
+        &[
+            "up",
+            "--data",
+            &w.data.display().to_string(),
+            "--mount",
+            &other_mnt.display().to_string(),
+        ],
+    );
+    force_unmount(&other_mnt);
+    refused(
+        "second weft up on the same data",
+        &out,
+        &["another weft daemon is running"],
+    );
+    assert_eq!(std::fs::read(w.m("d/small")).unwrap(), b"x");
+    ok(
+        "weft disk list fs0 (after refused second up)",
+        &w.admin(&["disk", "list", "fs0"]),
+    );
+
+    // A file system created with -B 1M: subblock = max(1M/128, 4K) = 8K.
+    let td1 = test_dir("admin-1m");
+    let mut w1 = WeftUp::start("admin-1m", td1.path(), &["-B", "1M"]);
+    let out = ok(
+        "weft fs show fs0 (-B 1M)",
+        &w1.admin(&["fs", "show", "fs0"]),
+    );
+    report(&format!("[admin] weft fs show fs0 (-B 1M):\n{out}"));
+    check_fs_show(&out, 1_048_576, 8_192);
+    // Its blocks are 1 MiB: a 4 MiB file has 4 chunks on 4 NSDs.
+    std::fs::write(w1.m("four"), pattern(2, 4 * MIB)).unwrap();
+    let f = std::fs::File::open(w1.m("four")).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let chunks = chunk_files(&w1.data, ino_of(&w1.m("four")));
+    assert_eq!(
+        chunks.len(),
+        4,
+        "chunks of a 4 MiB file with 1 MiB blocks: {chunks:#?}"
+    );
+    let nsds: std::collections::BTreeSet<_> = chunks.iter().map(|c| c.nsd.clone()).collect();
+    assert_eq!(nsds.len(), 4, "NSDs of a 4-block file: {chunks:#?}");
+    w1.stop();
+
+    w.stop();
+    for wx in [&w, &w1] {
+        for cmd in [
+            &["fs", "show", "fs0"][..],
+            &["df", "fs0"],
+            &["disk", "list", "fs0"],
+        ] {
+            let out = wx.admin(cmd);
+            refused(
+                &format!("weft {} after stop", cmd.join(" ")),
+                &out,
+                &["no Weft cluster is running"],
+            );
+        }
+    }
+    // Nor on a directory that never held a cluster.
+    let nowhere = td.path().join("never");
+    let out = run_weft(
+        td.path(),
+        &["df", "fs0", "--data", &nowhere.display().to_string()],
+    );
+    refused(
+        "weft df on an empty place",
+        &out,
+        &["no Weft cluster is running"],
+    );
+}
