@@ -116,7 +116,7 @@ impl Client {
 
     // ---- plumbing -------------------------------------------------------
 
-    fn meta_peer(&self, ino: Ino) -> Result<Arc<Peer>, ClientError> {
+    pub(crate) fn meta_peer(&self, ino: Ino) -> Result<Arc<Peer>, ClientError> {
         self.cluster.shard_peer(&self.fs, ino_shard(ino))
     }
 
@@ -130,7 +130,7 @@ impl Client {
         Ok(peer.call(Request::Meta(req), data).await?)
     }
 
-    async fn meta_attr(
+    pub(crate) async fn meta_attr(
         &self,
         route: Ino,
         req: MetaRequest,
@@ -143,7 +143,7 @@ impl Client {
         }
     }
 
-    async fn meta_unit(
+    pub(crate) async fn meta_unit(
         &self,
         route: Ino,
         req: MetaRequest,
