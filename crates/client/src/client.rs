@@ -120,7 +120,7 @@ impl Client {
         self.cluster.shard_peer(&self.fs, ino_shard(ino))
     }
 
-    async fn meta(
+    pub(crate) async fn meta(
         &self,
         route: Ino,
         req: MetaRequest,
