@@ -18,6 +18,8 @@ use weft_proto::{ErrorKind, Request, Response};
 
 use crate::cluster::{unexpected, Cluster};
 use crate::data::{DataPath, FileData};
+use crate::pagepool::{BlockKey, PagePool, PagePoolStats};
+use crate::writeback::{extent_bytes, Added, WriteBehind};
 use crate::ClientError;
 
 /// File-system capacity for statfs.
@@ -59,6 +61,60 @@ struct OpenFile {
     /// Shared by writes and reads; exclusive for inline conversion and truncate.
     lock: RwLock<()>,
     state: Mutex<FileState>,
+    wb: WriteBehind,
+    ra: Mutex<ReadAhead>,
+}
+
+/// Sequential-read detection of one open file.
+#[derive(Default)]
+struct ReadAhead {
+    /// Where the next read would start if the reader streams.
+    next: u64,
+    /// Reads in a row near `next`.
+    streak: u32,
+}
+
+/// Tunables of the client's data path.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Bytes of block cache (read-ahead) and write-behind budget.
+    pub pagepool: u64,
+    /// Blocks read ahead of a sequential reader.
+    pub prefetch_blocks: u32,
+    /// Gather writes in memory and write full blocks in the background.
+    pub write_behind: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            pagepool: 1 << 30,
+            prefetch_blocks: 8,
+            write_behind: true,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Refuses values that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        if self.pagepool < 16 << 20 {
+            return Err(ClientError::local(
+                ErrorKind::Invalid,
+                format!(
+                    "pagepool of {} bytes is below the 16 MiB minimum",
+                    self.pagepool
+                ),
+            ));
+        }
+        if self.prefetch_blocks > 256 {
+            return Err(ClientError::local(
+                ErrorKind::Invalid,
+                format!("prefetch_blocks {} is above 256", self.prefetch_blocks),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl OpenFile {
@@ -73,7 +129,9 @@ impl OpenFile {
 pub struct Client {
     cluster: Arc<Cluster>,
     fs: FsInfo,
-    data: DataPath,
+    data: Arc<DataPath>,
+    pool: Arc<PagePool>,
+    config: ClientConfig,
     files: Mutex<HashMap<Ino, Arc<OpenFile>>>,
 }
 
@@ -88,6 +146,16 @@ fn file_data(a: &Attr) -> FileData {
 impl Client {
     /// A client of file system `fs_name` of a connected cluster.
     pub fn new(cluster: Arc<Cluster>, fs_name: &str) -> Result<Arc<Client>, ClientError> {
+        Client::with_config(cluster, fs_name, ClientConfig::default())
+    }
+
+    /// A client with explicit data-path tunables.
+    pub fn with_config(
+        cluster: Arc<Cluster>,
+        fs_name: &str,
+        config: ClientConfig,
+    ) -> Result<Arc<Client>, ClientError> {
+        config.validate()?;
         let fs = cluster.filesystem(fs_name)?;
         if fs.chain_tables.is_empty() || fs.shards.is_empty() {
             return Err(ClientError::Config(format!(
@@ -95,11 +163,18 @@ impl Client {
             )));
         }
         Ok(Arc::new(Client {
-            data: DataPath::new(cluster.clone(), fs.clone()),
+            data: Arc::new(DataPath::new(cluster.clone(), fs.clone())),
+            pool: PagePool::new(config.pagepool),
+            config,
             cluster,
             fs,
             files: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// Usage of the pagepool, for monitoring and memory reports.
+    pub fn pagepool_stats(&self) -> PagePoolStats {
+        self.pool.stats()
     }
 
     pub fn block_size(&self) -> u32 {
@@ -340,9 +415,10 @@ impl Client {
                 if !attr.inline {
                     // Shrink: drop everything past the new end. Grow: drop anything a
                     // crashed writer may have left past the old end, so the new range reads as zeros.
-                    self.data
-                        .truncate(&file_data(&attr), size.min(attr.size))
-                        .await?;
+                    let keep = size.min(attr.size);
+                    self.data.truncate(&file_data(&attr), keep).await?;
+                    self.pool
+                        .invalidate(ino, keep / u64::from(attr.layout.block_size.max(1)));
                     if let Some(f) = &file {
                         f.with(|s| s.tail_clean = true);
                     }
@@ -390,6 +466,8 @@ impl Client {
                                 tail_clean: false,
                                 orphan: false,
                             }),
+                            wb: WriteBehind::default(),
+                            ra: Mutex::new(ReadAhead::default()),
                         }),
                     );
                 }
@@ -451,6 +529,7 @@ impl Client {
         let Some(file) = self.open_file(ino) else {
             return Ok(());
         };
+        self.drain(&file).await?;
         let Some((end, mtime)) = file.with(|s| s.pending_mtime.take().map(|m| (s.pending_end, m)))
         else {
             return Ok(());
@@ -525,6 +604,12 @@ impl Client {
 
     pub async fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Bytes, ClientError> {
         let file = self.open_file(ino);
+        if let Some(f) = &file {
+            // Reads see this client's own buffered writes: write them out first.
+            if f.wb.pending() {
+                self.drain(f).await?;
+            }
+        }
         let _guard = match &file {
             Some(f) => Some(f.lock.read().await),
             None => None,
@@ -567,7 +652,10 @@ impl Client {
             let stop = ((offset + len) as usize).min(bytes.len());
             return Ok(bytes.slice(start..stop));
         }
-        self.data.read(&file_data(&attr), offset, len).await
+        match &file {
+            Some(f) => self.read_cached(f, &attr, offset, len, end).await,
+            None => self.data.read(&file_data(&attr), offset, len).await,
+        }
     }
 
     pub async fn write(&self, ino: Ino, offset: u64, data: Bytes) -> Result<u32, ClientError> {
@@ -627,13 +715,23 @@ impl Client {
 
     async fn write_chunks(
         &self,
-        file: &OpenFile,
+        file: &Arc<OpenFile>,
         attr: &Attr,
         offset: u64,
         data: Bytes,
     ) -> Result<(), ClientError> {
+        file.wb.take_error()?;
         let end = offset + data.len() as u64;
-        self.data.write(&file_data(attr), offset, data).await?;
+        let f = file_data(attr);
+        if self.config.write_behind {
+            self.buffer(file, f, offset, data).await?;
+        } else {
+            self.data.write(&f, offset, data).await?;
+            let bs = u64::from(attr.layout.block_size.max(1));
+            for block in offset / bs..end.div_ceil(bs) {
+                self.pool.invalidate_block(&block_key(&f, block));
+            }
+        }
         let now = Timespec::now();
         file.with(|s| {
             s.pending_end = s.pending_end.max(end);
@@ -642,13 +740,158 @@ impl Client {
         Ok(())
     }
 
+    /// Gathers a write into the file's per-block buffers; full blocks go to
+    /// their NSDs in the background.
+    async fn buffer(
+        &self,
+        file: &Arc<OpenFile>,
+        f: FileData,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), ClientError> {
+        let bs = f.layout.block_size;
+        for seg in f.layout.segments(offset, data.len() as u64) {
+            let start = seg.buf_offset as usize;
+            let piece = data.slice(start..start + seg.len as usize);
+            let mut permit = self.pool.reserve_dirty(u64::from(seg.len)).await?;
+            loop {
+                match file.wb.add(seg.block, seg.offset, &piece, permit, bs) {
+                    Added::Buffered(None) => break,
+                    Added::Buffered(Some(extent)) => {
+                        let task = flush_extent(
+                            self.data.clone(),
+                            self.pool.clone(),
+                            file.clone(),
+                            f,
+                            seg.block,
+                            extent,
+                        );
+                        tokio::spawn(task);
+                        break;
+                    }
+                    Added::Gap(old, p) => {
+                        permit = p;
+                        flush_extent(
+                            self.data.clone(),
+                            self.pool.clone(),
+                            file.clone(),
+                            f,
+                            seg.block,
+                            old,
+                        )
+                        .await;
+                        file.wb.take_error()?;
+                    }
+                    Added::Busy(p) => {
+                        permit = p;
+                        file.wb.wait_idle(Some(seg.block)).await;
+                    }
+                }
+            }
+            // After buffering: a read-ahead load racing with this write is voided.
+            self.pool.invalidate_block(&block_key(&f, seg.block));
+        }
+        Ok(())
+    }
+
+    /// Writes out every buffered extent of the file and waits for all
+    /// background writes; returns the first failure since the last report.
+    async fn drain(&self, file: &Arc<OpenFile>) -> Result<(), ClientError> {
+        let extents = file.wb.take_all();
+        if !extents.is_empty() {
+            let f = file.with(|s| file_data(&s.attr));
+            let ops = extents.into_iter().map(|(block, e)| {
+                flush_extent(
+                    self.data.clone(),
+                    self.pool.clone(),
+                    file.clone(),
+                    f,
+                    block,
+                    e,
+                )
+            });
+            futures::future::join_all(ops).await;
+        }
+        file.wb.wait_idle(None).await;
+        file.wb.take_error()
+    }
+
+    /// Serves a read of an open file from the pagepool where it can, reading
+    /// whole blocks ahead of a sequential reader from several NSDs at once.
+    async fn read_cached(
+        &self,
+        file: &OpenFile,
+        attr: &Attr,
+        offset: u64,
+        len: u64,
+        end: u64,
+    ) -> Result<Bytes, ClientError> {
+        let f = file_data(attr);
+        let bs = u64::from(attr.layout.block_size.max(1));
+        let streaming = {
+            let mut ra = match file.ra.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let near = offset + 2 * bs >= ra.next && offset <= ra.next + 2 * bs;
+            ra.streak = if near { ra.streak.saturating_add(1) } else { 0 };
+            ra.next = offset + len;
+            ra.streak >= 1
+        };
+        let first = offset / bs;
+        let last = (offset + len - 1) / bs;
+        if streaming && self.config.prefetch_blocks > 0 {
+            let eof_block = (end - 1) / bs;
+            for block in first..=(last + u64::from(self.config.prefetch_blocks)).min(eof_block) {
+                let blen = bs.min(end - block * bs);
+                let data = self.data.clone();
+                self.pool.prefetch(block_key(&f, block), async move {
+                    data.read(&f, block * bs, blen).await.ok()
+                });
+            }
+        }
+        let segs: Vec<_> = f.layout.segments(offset, len).collect();
+        let reads = segs.iter().map(|seg| {
+            let key = block_key(&f, seg.block);
+            async move {
+                if let Some(load) = self.pool.lookup(&key) {
+                    if let Some(block) = load.await {
+                        let from = (seg.offset as usize).min(block.len());
+                        let to = (seg.offset as usize + seg.len as usize).min(block.len());
+                        return Ok::<Bytes, ClientError>(block.slice(from..to));
+                    }
+                }
+                let at = seg.block * bs + u64::from(seg.offset);
+                self.data.read(&f, at, u64::from(seg.len)).await
+            }
+        });
+        let pieces = futures::future::try_join_all(reads).await?;
+        if let [only] = pieces.as_slice() {
+            if only.len() as u64 == len {
+                return Ok(only.clone());
+            }
+        }
+        let mut out = bytes::BytesMut::zeroed(len as usize);
+        for (seg, piece) in segs.iter().zip(pieces) {
+            let start = seg.buf_offset as usize;
+            let n = piece.len().min(seg.len as usize);
+            if let (Some(dst), Some(src)) = (out.get_mut(start..start + n), piece.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        Ok(out.freeze())
+    }
+
     pub async fn flush(&self, ino: Ino) -> Result<(), ClientError> {
         self.commit(ino).await
     }
 
     /// Data durable on every NSD that holds it, then the size committed.
     pub async fn fsync(&self, ino: Ino, _datasync: bool) -> Result<(), ClientError> {
-        let (_, attr) = self.current(ino).await?;
+        let (file, attr) = self.current(ino).await?;
+        if let Some(f) = &file {
+            self.drain(f).await?;
+        }
         if attr.kind == FileKind::File && !attr.inline {
             self.data.sync(&file_data(&attr)).await?;
         }
@@ -826,4 +1069,30 @@ fn check_name(name: &[u8]) -> Result<(), ClientError> {
         ));
     }
     Ok(())
+}
+
+fn block_key(f: &FileData, block: u64) -> BlockKey {
+    BlockKey {
+        ino: f.ino,
+        gen: f.gen,
+        block,
+    }
+}
+
+/// Writes one extent to its chain, then voids cached copies of the block
+/// and records the outcome with the file's write-behind state.
+async fn flush_extent(
+    data: Arc<DataPath>,
+    pool: Arc<PagePool>,
+    file: Arc<OpenFile>,
+    f: FileData,
+    block: u64,
+    extent: crate::writeback::Extent,
+) {
+    let (start, bytes, permits) = extent_bytes(extent);
+    let at = block * u64::from(f.layout.block_size) + u64::from(start);
+    let result = data.write(&f, at, bytes).await;
+    pool.invalidate_block(&block_key(&f, block));
+    file.wb.done(block, result);
+    drop(permits);
 }

@@ -10,12 +10,17 @@
 //!   open-file table (pending sizes, unlinked-while-open files) and the
 //!   ordering rule of DESIGN.md: data reaches the NSDs before the size that
 //!   covers it commits in metadata.
+//! - `pagepool`: the bounded block cache (read-ahead) and write-behind budget;
+//!   `writeback`: per-file gathering of writes into blocks flushed in the background.
 
 mod client;
 pub mod cluster;
 mod data;
 mod error;
+mod pagepool;
+mod writeback;
 
-pub use client::{st_blocks, Client, StatFs};
+pub use client::{st_blocks, Client, ClientConfig, StatFs};
 pub use cluster::Cluster;
 pub use error::ClientError;
+pub use pagepool::PagePoolStats;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use weft_client::{Client, Cluster};
+use weft_client::{Client, ClientConfig, Cluster};
 use weft_meta::{MetaServer, MetaSpec};
 use weft_net::{serve, Secret};
 use weft_nsd::{NsdServer, NsdSpec};
@@ -41,9 +41,13 @@ pub struct UpArgs {
     /// Run the cluster without mounting it.
     #[arg(long)]
     no_mount: bool,
+    /// Client block cache and write-behind memory (at least 16M), like GPFS pagepool.
+    #[arg(long, default_value = "1G")]
+    pagepool: String,
 }
 
 struct Checked {
+    pagepool: u64,
     disks: Option<u32>,
     block_size: Option<u32>,
     mount: Option<PathBuf>,
@@ -70,6 +74,13 @@ fn check(args: &UpArgs) -> Result<Checked> {
             Some(bs as u32)
         }
     };
+    let pagepool = parse_size(&args.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
+    if pagepool < 16 << 20 {
+        bail!(
+            "--pagepool {} is too small: give at least 16M (e.g. --pagepool 1G)",
+            args.pagepool
+        );
+    }
     let mount = if args.no_mount {
         None
     } else {
@@ -82,6 +93,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
         Some(std::path::absolute(&path).unwrap_or(path))
     };
     Ok(Checked {
+        pagepool,
         disks: args.disks,
         block_size,
         mount,
@@ -273,7 +285,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         &config,
         &addr,
         secret,
-        checked.mount,
+        checked,
         created,
         rt.handle().clone(),
     ));
@@ -288,12 +300,18 @@ async fn serve_until_signal(
     config: &ClusterConfig,
     addr: &str,
     secret: Secret,
-    mount: Option<PathBuf>,
+    checked: Checked,
     created: bool,
     rt: tokio::runtime::Handle,
 ) -> Result<()> {
+    let mount = checked.mount;
+    let client_config = ClientConfig {
+        pagepool: checked.pagepool,
+        ..ClientConfig::default()
+    };
     let cluster = Cluster::connect(addr, secret, "weft-up").await?;
-    let client = Client::new(cluster, DEFAULT_FS)?;
+    let pagepool = client_config.pagepool;
+    let client = Client::with_config(cluster, DEFAULT_FS, client_config)?;
     let reclaimed = client.reclaim_orphans().await?;
     let fs = client.fs_info().clone();
     println!(
@@ -306,11 +324,11 @@ async fn serve_until_signal(
     println!("weft: node listening on {addr} (roles: quorum, meta, nsd)");
     for n in &config.nsds {
         println!(
-            "weft: NSD {} at {} (failure group {}, {})",
+            "weft: NSD {} at {} (failure group {}, {:.1} GiB)",
             n.name,
             n.device,
             n.failure_group,
-            show_size(n.size)
+            n.size as f64 / f64::from(1u32 << 30)
         );
     }
     println!(
@@ -320,6 +338,7 @@ async fn serve_until_signal(
         config.nsds.len(),
         fs.default_data_replicas
     );
+    println!("weft: client pagepool {}", show_size(pagepool));
     if reclaimed > 0 {
         println!("weft: freed {reclaimed} file(s) unlinked while open before the last stop");
     }
