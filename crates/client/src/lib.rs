@@ -18,9 +18,11 @@ pub mod cluster;
 mod data;
 mod error;
 mod pagepool;
+mod posix;
 mod writeback;
 
 pub use client::{st_blocks, Client, ClientConfig, StatFs};
 pub use cluster::Cluster;
 pub use error::ClientError;
 pub use pagepool::PagePoolStats;
+pub use posix::Allocate;

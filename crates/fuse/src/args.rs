@@ -3,13 +3,29 @@
 //! `getxattr`/`listxattr`. No I/O here, so all of it is unit-tested.
 
 use fuser::{Errno, FopenFlags};
+use weft_client::Allocate;
 use weft_proto::types::{NewNode, RenameMode, XattrMode};
 
-/// Permission bits of a new node: the requested mode without its file type
-/// and without the caller's umask. (The kernel has usually applied the umask
-/// already; applying it again is harmless.)
-pub fn create_perm(mode: u32, umask: u32) -> u32 {
-    mode & !umask & 0o7777
+/// Permission bits of a new node as requested: the mode without its file
+/// type. The umask travels apart (`FUSE_DONT_MASK`): the meta role applies
+/// it, or the parent's default ACL instead.
+pub fn requested_perm(mode: u32) -> u32 {
+    mode & 0o7777
+}
+
+/// `fallocate(2)` modes Weft serves.
+pub fn allocate(mode: i32) -> Result<Allocate, Errno> {
+    const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    const ZERO_KEEP: i32 = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
+    match mode {
+        0 => Ok(Allocate::Extend),
+        libc::FALLOC_FL_KEEP_SIZE => Ok(Allocate::KeepSize),
+        PUNCH => Ok(Allocate::PunchHole),
+        libc::FALLOC_FL_ZERO_RANGE => Ok(Allocate::ZeroRange { keep_size: false }),
+        ZERO_KEEP => Ok(Allocate::ZeroRange { keep_size: true }),
+        // Collapse, insert, unshare, and punching without KEEP_SIZE.
+        _ => Err(Errno::EOPNOTSUPP),
+    }
 }
 
 /// What `mknod(2)` asks for, from the `S_IFMT` bits of `mode`. A type of 0
@@ -106,10 +122,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn perm_drops_type_and_umask() {
-        assert_eq!(create_perm(libc::S_IFREG | 0o666, 0o022), 0o644);
-        assert_eq!(create_perm(libc::S_IFDIR | 0o1777, 0o077), 0o1700);
-        assert_eq!(create_perm(0o4755, 0), 0o4755);
+    fn perm_drops_the_type() {
+        assert_eq!(requested_perm(libc::S_IFREG | 0o666), 0o666);
+        assert_eq!(requested_perm(libc::S_IFDIR | 0o1777), 0o1777);
+        assert_eq!(requested_perm(0o4755), 0o4755);
+    }
+
+    #[test]
+    fn fallocate_modes() {
+        assert_eq!(allocate(0), Ok(Allocate::Extend));
+        assert_eq!(allocate(libc::FALLOC_FL_KEEP_SIZE), Ok(Allocate::KeepSize));
+        assert_eq!(
+            allocate(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE),
+            Ok(Allocate::PunchHole)
+        );
+        assert_eq!(
+            allocate(libc::FALLOC_FL_ZERO_RANGE),
+            Ok(Allocate::ZeroRange { keep_size: false })
+        );
+        assert_eq!(allocate(libc::FALLOC_FL_PUNCH_HOLE), Err(Errno::EOPNOTSUPP));
+        assert_eq!(
+            allocate(libc::FALLOC_FL_COLLAPSE_RANGE),
+            Err(Errno::EOPNOTSUPP)
+        );
+        assert_eq!(
+            allocate(libc::FALLOC_FL_INSERT_RANGE),
+            Err(Errno::EOPNOTSUPP)
+        );
     }
 
     #[test]

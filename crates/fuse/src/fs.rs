@@ -2,7 +2,7 @@
 //! each a few lines that translate arguments, spawn a task on the tokio
 //! runtime that calls the client, and reply from that task.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::future::Future;
 use std::io;
@@ -17,19 +17,20 @@ use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags,
     PollEvents, PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
-    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek,
+    ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 use tracing::{Instrument, Span};
 use weft_client::{Client, ClientError};
-use weft_proto::types::{Attr, Ino, NewNode, SetAttr, TimeSet};
+use weft_proto::types::{Attr, ByteLock, Ino, LockKind, LockReply, NewNode, SetAttr, TimeSet};
 use weft_proto::ErrorKind;
 
 use crate::args::{self, XattrReply};
 use crate::attr::{file_attr, file_type, request_timespec, TTL};
 use crate::dir::{DirStream, Slot};
 use crate::errno::reply_errno;
+use crate::locks::{self, LockOwners};
 
 /// Largest read-ahead the adapter asks the kernel for at init. The kernel
 /// caps it at what it offered (128 KiB); the mount raises it afterwards
@@ -41,7 +42,7 @@ const MAX_BACKGROUND: u16 = 64;
 const CONGESTION_THRESHOLD: u16 = 48;
 
 /// What the kernel may do on our behalf, when it can.
-const WANTED_CAPABILITIES: [(InitFlags, &str); 9] = [
+const WANTED_CAPABILITIES: [(InitFlags, &str); 12] = [
     (InitFlags::FUSE_ASYNC_READ, "async reads"),
     (InitFlags::FUSE_BIG_WRITES, "big writes"),
     (InitFlags::FUSE_MAX_PAGES, "max_pages"),
@@ -59,6 +60,15 @@ const WANTED_CAPABILITIES: [(InitFlags, &str); 9] = [
         "automatic page-cache invalidation",
     ),
     (InitFlags::FUSE_ASYNC_DIO, "asynchronous direct I/O"),
+    // fcntl locks go to the meta role (see `locks.rs`).
+    (InitFlags::FUSE_POSIX_LOCKS, "remote POSIX locks"),
+    // The kernel enforces POSIX ACLs read from `system.posix_acl_*`.
+    (InitFlags::FUSE_POSIX_ACL, "POSIX ACLs"),
+    // The umask arrives apart from the mode: a default ACL replaces it.
+    (
+        InitFlags::FUSE_DONT_MASK,
+        "umask applied by the file system",
+    ),
 ];
 
 /// The state every request task shares.
@@ -71,6 +81,10 @@ struct Shared {
     /// File handles are only labels (open counts live in the client), but
     /// distinct ones make traces readable and directory handles unique.
     next_fh: AtomicU64,
+    /// File handles that have read since open: their atime is done.
+    read_fhs: Mutex<HashSet<u64>>,
+    /// Lock owners that took fcntl locks through this mount.
+    lock_owners: LockOwners,
 }
 
 impl Shared {
@@ -85,6 +99,61 @@ impl Shared {
     fn dirs(&self) -> MutexGuard<'_, HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>> {
         // The map holds no invariant a panicking holder could break.
         self.dirs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read_fhs(&self) -> MutexGuard<'_, HashSet<u64>> {
+        // A plain set, as above.
+        self.read_fhs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers an open with the client; with `truncate` (O_TRUNC) the file
+    /// is emptied and, even if it was empty already, its mtime and ctime
+    /// move, as POSIX asks of O_TRUNC. Returns the new attributes then.
+    async fn open(&self, ino: Ino, truncate: bool) -> Result<Option<Attr>, ClientError> {
+        self.client.open(ino, false).await?;
+        if !truncate {
+            return Ok(None);
+        }
+        let set = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        match self.client.setattr(ino, set).await {
+            Ok(attr) => Ok(Some(attr)),
+            Err(e) => {
+                // The open fails: drop the registration it made.
+                if let Err(r) = self.client.release(ino).await {
+                    tracing::debug!(ino, error = %r, "release after a failed truncate");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Relatime: the first read through a handle may move the atime.
+    async fn touch_atime(&self, ino: Ino) {
+        if let Err(e) = self.client.touch_atime(ino).await {
+            tracing::debug!(ino, error = %e, "atime update failed");
+        }
+    }
+
+    /// A lock request's lock as the meta role holds it.
+    fn byte_lock(
+        &self,
+        owner: LockOwner,
+        pid: u32,
+        kind: LockKind,
+        start: u64,
+        end: u64,
+    ) -> ByteLock {
+        ByteLock {
+            client: self.client.lock_client_id(),
+            owner: owner.0,
+            pid,
+            kind,
+            start,
+            end,
+        }
     }
 }
 
@@ -104,6 +173,8 @@ impl WeftFs {
                 blksize,
                 dirs: Mutex::new(HashMap::new()),
                 next_fh: AtomicU64::new(1),
+                read_fhs: Mutex::new(HashSet::new()),
+                lock_owners: LockOwners::default(),
             }),
             rt,
             max_write,
@@ -279,14 +350,14 @@ impl Filesystem for WeftFs {
         };
         let (name, perm, uid, gid) = (
             name_bytes(name),
-            args::create_perm(mode, umask),
+            args::requested_perm(mode),
             req.uid(),
             req.gid(),
         );
         self.spawn(span, move |st| async move {
             let res = st
                 .client
-                .create(parent.0, &name, node, perm, uid, gid)
+                .create_masked(parent.0, &name, node, perm, umask, uid, gid)
                 .await;
             reply_entry(&st, "mknod", parent.0, res, reply);
         });
@@ -303,14 +374,14 @@ impl Filesystem for WeftFs {
     ) {
         let (name, perm, uid, gid) = (
             name_bytes(name),
-            args::create_perm(mode, umask),
+            args::requested_perm(mode),
             req.uid(),
             req.gid(),
         );
         self.spawn(op_span("mkdir", req, parent.0), move |st| async move {
             let res = st
                 .client
-                .create(parent.0, &name, NewNode::Dir, perm, uid, gid)
+                .create_masked(parent.0, &name, NewNode::Dir, perm, umask, uid, gid)
                 .await;
             reply_entry(&st, "mkdir", parent.0, res, reply);
         });
@@ -399,8 +470,8 @@ impl Filesystem for WeftFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let truncate = args::open_truncates(flags.0);
         self.spawn(op_span("open", req, ino.0), move |st| async move {
-            match st.client.open(ino.0, truncate).await {
-                Ok(()) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
+            match st.open(ino.0, truncate).await {
+                Ok(_) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
                 Err(e) => reply.error(reply_errno("open", ino.0, &e)),
             }
         });
@@ -410,13 +481,15 @@ impl Filesystem for WeftFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let first_read =
+            flags.0 & libc::O_NOATIME == 0 && size > 0 && self.shared.read_fhs().insert(fh.0);
         let span = tracing::debug_span!(
             "fuse",
             op = "read",
@@ -426,7 +499,13 @@ impl Filesystem for WeftFs {
             size
         );
         self.spawn(span, move |st| async move {
-            match st.client.read(ino.0, offset, size).await {
+            let read = st.client.read(ino.0, offset, size);
+            let res = if first_read {
+                tokio::join!(read, st.touch_atime(ino.0)).0
+            } else {
+                read.await
+            };
+            match res {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(reply_errno("read", ino.0, &e)),
             }
@@ -463,17 +542,25 @@ impl Filesystem for WeftFs {
         });
     }
 
+    /// A close: commits pending writes, and drops the fcntl locks the
+    /// closing process holds on the file (POSIX: any close releases them).
     fn flush(
         &self,
         req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let locked = self.shared.lock_owners.take(ino.0, lock_owner.0);
         self.spawn(op_span("flush", req, ino.0), move |st| async move {
             let res = st.client.flush(ino.0).await;
-            reply_empty("flush", ino.0, res, reply);
+            let unlocked = if locked {
+                st.client.release_locks(ino.0, lock_owner.0).await
+            } else {
+                Ok(())
+            };
+            reply_empty("flush", ino.0, res.and(unlocked), reply);
         });
     }
 
@@ -481,12 +568,13 @@ impl Filesystem for WeftFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.shared.read_fhs().remove(&fh.0);
         self.spawn(op_span("release", req, ino.0), move |st| async move {
             let flushed = if flush {
                 st.client.flush(ino.0).await
@@ -536,6 +624,9 @@ impl Filesystem for WeftFs {
             return reply.error(Errno::EBADF);
         };
         self.spawn(span, move |st| async move {
+            if offset == 0 {
+                st.touch_atime(ino.0).await;
+            }
             let client = &st.client;
             let mut stream = stream.lock().await;
             let res = stream
@@ -578,6 +669,9 @@ impl Filesystem for WeftFs {
             return reply.error(Errno::EBADF);
         };
         self.spawn(span, move |st| async move {
+            if offset == 0 {
+                st.touch_atime(ino.0).await;
+            }
             let client = &st.client;
             // `.` and `..` carry placeholder attributes: the kernel skips
             // the attributes of those two names.
@@ -698,10 +792,18 @@ impl Filesystem for WeftFs {
         });
     }
 
+    /// Names in the `trusted.` namespace are listed to root only, as ext4
+    /// does (the kernel already refuses them to others).
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let privileged = req.uid() == 0;
         self.spawn(op_span("listxattr", req, ino.0), move |st| async move {
             match st.client.listxattr(ino.0).await {
-                Ok(names) => reply_xattr(&args::xattr_list(&names), size, reply),
+                Ok(mut names) => {
+                    if !privileged {
+                        names.retain(|n| !n.starts_with(b"trusted."));
+                    }
+                    reply_xattr(&args::xattr_list(&names), size, reply)
+                }
                 Err(e) => reply.error(reply_errno("listxattr", ino.0, &e)),
             }
         });
@@ -737,14 +839,14 @@ impl Filesystem for WeftFs {
     ) {
         let (name, perm, uid, gid) = (
             name_bytes(name),
-            args::create_perm(mode, umask),
+            args::requested_perm(mode),
             req.uid(),
             req.gid(),
         );
         self.spawn(op_span("create", req, parent.0), move |st| async move {
             let client = &st.client;
             let created = match client
-                .create(parent.0, &name, NewNode::File, perm, uid, gid)
+                .create_masked(parent.0, &name, NewNode::File, perm, umask, uid, gid)
                 .await
             {
                 Ok(attr) => Ok((attr, false)),
@@ -772,16 +874,10 @@ impl Filesystem for WeftFs {
                 return reply.error(errno);
             }
             let truncate = existed && args::open_truncates(flags);
-            let attr = match client.open(attr.ino, truncate).await {
+            let attr = match st.open(attr.ino, truncate).await {
                 // A truncating open changed the size: answer the new attributes.
-                Ok(()) if truncate => match client.getattr(attr.ino).await {
-                    Ok(fresh) => fresh,
-                    Err(e) => {
-                        let _ = client.release(attr.ino).await;
-                        return reply.error(reply_errno("create", attr.ino, &e));
-                    }
-                },
-                Ok(()) => attr,
+                Ok(Some(fresh)) => fresh,
+                Ok(None) => attr,
                 Err(e) => return reply.error(reply_errno("create", attr.ino, &e)),
             };
             reply.created(
@@ -828,13 +924,83 @@ impl Filesystem for WeftFs {
         req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        Self::unsupported("fallocate", req, ino);
-        reply.error(Errno::ENOSYS);
+        let span = op_span("fallocate", req, ino.0);
+        let how = match args::allocate(mode) {
+            Ok(how) => how,
+            Err(errno) => {
+                span.in_scope(|| tracing::debug!(mode, "unsupported fallocate mode"));
+                return reply.error(errno);
+            }
+        };
+        self.spawn(span, move |st| async move {
+            let res = st.client.fallocate(ino.0, offset, length, how).await;
+            reply_empty("fallocate", ino.0, res, reply);
+        });
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let span = op_span("getlk", req, ino.0);
+        let kind = match locks::lock_kind(typ) {
+            Ok(kind) => kind,
+            Err(errno) => return reply.error(errno),
+        };
+        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
+        self.spawn(span, move |st| async move {
+            match st.client.getlk(ino.0, lock).await {
+                Ok(LockReply::Granted) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Ok(LockReply::Conflict(l)) => {
+                    reply.locked(l.start, l.end, locks::lock_type(l.kind), l.pid)
+                }
+                Err(e) => reply.error(reply_errno("getlk", ino.0, &e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let span = op_span("setlk", req, ino.0);
+        let kind = match locks::lock_kind(typ) {
+            Ok(kind) => kind,
+            Err(errno) => return reply.error(errno),
+        };
+        if kind != LockKind::Unlock {
+            self.shared.lock_owners.note(ino.0, lock_owner.0);
+        }
+        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
+        let tid = req.pid();
+        self.spawn(span, move |st| async move {
+            match locks::set_lock(&st.client, ino.0, lock, sleep, tid).await {
+                Ok(()) => reply.ok(),
+                Err(errno) => reply.error(errno),
+            }
+        });
     }
 
     fn lseek(

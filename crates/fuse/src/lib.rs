@@ -19,7 +19,10 @@
 //!   and an entry's FUSE offset is its index in that list — a stable cookie,
 //!   so each entry is returned exactly once across any number of `readdir`
 //!   calls (see `dir.rs`).
-//! - **Kernel settings.** `default_permissions` (the kernel checks modes),
+//! - **Kernel settings.** `default_permissions` (the kernel checks modes
+//!   and, with `FUSE_POSIX_ACL`, POSIX ACLs kept as `system.posix_acl_*`
+//!   xattrs; the umask comes apart from the mode, `FUSE_DONT_MASK`, so the
+//!   meta role applies a parent's default ACL instead when there is one),
 //!   `max_write` 1 MiB, big and async reads, readdirplus, atomic `O_TRUNC`,
 //!   page-cache invalidation on attribute change, attribute/entry TTL 1 s,
 //!   and after mounting the read-ahead raised to 1 MiB through sysfs.
@@ -31,9 +34,16 @@
 //! - **fuser 0.18 quirk.** It decodes pre-1970 times of `setattr` wrongly;
 //!   `attr::request_timespec` undoes that (revisit when upgrading fuser).
 //!
-//! Not implemented (the kernel falls back or refuses): POSIX/flock locks are
-//! node-local (the kernel's), `fallocate`, `lseek` SEEK_DATA/SEEK_HOLE,
-//! `copy_file_range` (the kernel copies through read/write).
+//! - **fcntl locks** are kept by the meta role (`locks.rs`); flock locks
+//!   stay the kernel's, node-local.
+//! - **atime** follows relatime: the first read through a handle (and a
+//!   directory listing from its start) asks the meta role to move it.
+//! - **fallocate**: default mode, `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE`
+//!   through the client (`Client::fallocate`); collapse/insert are refused.
+//!
+//! Not implemented (the kernel falls back or refuses): `lseek`
+//! SEEK_DATA/SEEK_HOLE (the kernel's generic answer: all data up to the
+//! size), `copy_file_range` (the kernel copies through read/write).
 
 mod args;
 mod attr;
@@ -41,6 +51,7 @@ mod dir;
 mod errno;
 mod error;
 mod fs;
+mod locks;
 mod mount;
 
 pub use attr::TTL;

@@ -55,13 +55,20 @@
 //! `data_in_inode` is on and they stay within `INLINE_MAX`; the client
 //! converts a growing file with `Uninline` after writing its bytes to chunks.
 //!
+//! POSIX ACLs (`acl`): stored as the xattrs the kernel hands over; the
+//! mode follows an access ACL, chmod rewrites it, new inodes inherit a
+//! parent's default ACL. Byte-range locks (`locks`) live in memory, per
+//! shard, for every client of the file system.
+//!
 //! Not yet: operations that span shards (rename or link across shards),
 //! tokens, quotas per user, atime updates on read (`noatime`; clients set
 //! atime explicitly).
 
+mod acl;
 mod error;
 mod fail;
 mod inode;
+mod locks;
 mod names;
 mod open;
 mod ops;

@@ -16,6 +16,7 @@ use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::MetaError;
 use crate::fail::OpError;
+use crate::locks::LockTable;
 use crate::ops::{self, Ctx};
 use crate::spec::MetaSpec;
 use crate::store::{ReadStore, WriteStore};
@@ -25,6 +26,8 @@ pub struct MetaServer {
     pub(crate) db: Database,
     spec: MetaSpec,
     path: PathBuf,
+    /// Byte-range locks of this shard's inodes (memory only).
+    locks: LockTable,
 }
 
 impl MetaServer {
@@ -39,6 +42,7 @@ impl MetaServer {
             db,
             spec,
             path: path.to_owned(),
+            locks: LockTable::default(),
         })
     }
 
@@ -107,9 +111,50 @@ impl MetaServer {
                     mode,
                     uid,
                     gid,
+                    umask: 0,
                 };
                 ops::create::create(s, ctx, req)
             })?),
+            MetaRequest::CreateMasked {
+                parent,
+                name,
+                node,
+                mode,
+                umask,
+                uid,
+                gid,
+            } => Response::Attr(self.write(|s| {
+                let req = ops::create::NewInode {
+                    parent,
+                    name: &name,
+                    node,
+                    mode,
+                    uid,
+                    gid,
+                    umask,
+                };
+                ops::create::create(s, ctx, req)
+            })?),
+            MetaRequest::TouchAtime { ino } => {
+                match self.read(|s| ops::touch_atime::unchanged(s, ino, ctx.now))? {
+                    Some(attr) => Response::Attr(attr),
+                    None => Response::Attr(
+                        self.write_with(false, |s| ops::touch_atime::touch_atime(s, ctx, ino))?,
+                    ),
+                }
+            }
+            MetaRequest::GetLock { ino, lock } => {
+                self.read(|s| ops::getattr::getattr(s, ino))?;
+                Response::Lock(self.locks.get(ino, &lock)?)
+            }
+            MetaRequest::SetLock { ino, lock } => {
+                self.read(|s| ops::getattr::getattr(s, ino))?;
+                Response::Lock(self.locks.set(ino, &lock)?)
+            }
+            MetaRequest::ReleaseLocks { ino, client, owner } => {
+                self.locks.release(ino, client, owner);
+                Response::Unit
+            }
             MetaRequest::Unlink { parent, name } => Response::Unlinked {
                 orphan: self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?,
             },
@@ -215,8 +260,19 @@ impl MetaServer {
         &self,
         body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
     ) -> Result<T, OpError> {
+        self.write_with(self.spec.durable, body)
+    }
+
+    /// [`Self::write`], durable at once only if `durable`: otherwise the
+    /// commit becomes durable with the next durable one (atime updates,
+    /// which a crash may lose as on any file system).
+    fn write_with<T>(
+        &self,
+        durable: bool,
+        body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
+    ) -> Result<T, OpError> {
         let mut txn = self.db.begin_write()?;
-        txn.set_durability(if self.spec.durable {
+        txn.set_durability(if durable {
             Durability::Immediate
         } else {
             Durability::None
@@ -264,6 +320,11 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::Counters => "counters",
         MetaRequest::Orphans => "orphans",
         MetaRequest::Reclaim { .. } => "reclaim",
+        MetaRequest::CreateMasked { .. } => "create",
+        MetaRequest::TouchAtime { .. } => "touch_atime",
+        MetaRequest::GetLock { .. } => "getlk",
+        MetaRequest::SetLock { .. } => "setlk",
+        MetaRequest::ReleaseLocks { .. } => "release_locks",
     }
 }
 
@@ -421,6 +482,88 @@ mod tests {
             fx.file(ROOT_INO, "b");
             for (req, data) in reqs {
                 let (r, _) = fx.srv.handle(req.clone(), Bytes::from(data));
+                if let Response::Error(e) = &r {
+                    prop_assert!(
+                        !matches!(e.kind, ErrorKind::Internal | ErrorKind::Io),
+                        "{:?} → {:?}", req, e
+                    );
+                }
+            }
+        }
+    }
+
+    /// The POSIX requests (creation under a umask or default ACL, atime,
+    /// locks, ACL xattrs) on arbitrary input: answered, never Internal/Io.
+    fn arb_posix_request() -> impl Strategy<Value = MetaRequest> {
+        use weft_proto::types::{ByteLock, LockKind, XattrMode};
+        let ino = || prop_oneof![Just(0u64), Just(ROOT_INO), 2u64..10, any::<u64>()];
+        let kind = prop_oneof![
+            Just(LockKind::Read),
+            Just(LockKind::Write),
+            Just(LockKind::Unlock)
+        ];
+        let lock =
+            (0u64..3, kind, any::<u64>(), any::<u64>()).prop_map(|(owner, kind, start, end)| {
+                ByteLock {
+                    client: 1,
+                    owner,
+                    pid: 7,
+                    kind,
+                    start,
+                    end,
+                }
+            });
+        let acl_name = proptest::sample::select(vec![
+            crate::acl::ACCESS.to_vec(),
+            crate::acl::DEFAULT.to_vec(),
+            b"system.nope".to_vec(),
+        ]);
+        prop_oneof![
+            (ino(), any::<u32>(), any::<u32>()).prop_map(|(parent, mode, umask)| {
+                MetaRequest::CreateMasked {
+                    parent,
+                    name: b"m".to_vec(),
+                    node: NewNode::Dir,
+                    mode,
+                    umask,
+                    uid: 1,
+                    gid: 1,
+                }
+            }),
+            ino().prop_map(|ino| MetaRequest::TouchAtime { ino }),
+            (ino(), lock.clone()).prop_map(|(ino, lock)| MetaRequest::GetLock { ino, lock }),
+            (ino(), lock).prop_map(|(ino, lock)| MetaRequest::SetLock { ino, lock }),
+            (ino(), any::<u64>()).prop_map(|(ino, owner)| MetaRequest::ReleaseLocks {
+                ino,
+                client: 1,
+                owner
+            }),
+            (
+                ino(),
+                acl_name,
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(ino, name, value)| MetaRequest::SetXattr {
+                    ino,
+                    name,
+                    value,
+                    mode: XattrMode::Any,
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        #[test]
+        fn arbitrary_posix_requests_are_answered(
+            reqs in proptest::collection::vec(arb_posix_request(), 1..40),
+        ) {
+            let fx = Fx::new();
+            fx.mkdir(ROOT_INO, "a");
+            fx.file(ROOT_INO, "b");
+            for req in reqs {
+                let (r, _) = fx.srv.handle(req.clone(), Bytes::new());
                 if let Response::Error(e) = &r {
                     prop_assert!(
                         !matches!(e.kind, ErrorKind::Internal | ErrorKind::Io),

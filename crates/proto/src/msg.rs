@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::ClusterConfig;
 use crate::error::RemoteError;
 use crate::types::{
-    Attr, ChunkId, DirEntry, FsCounters, FsId, Ino, NewNode, NsdId, Orphan, RenameMode, SetAttr,
-    Timespec, XattrMode,
+    Attr, ByteLock, ChunkId, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NsdId, Orphan,
+    RenameMode, SetAttr, Timespec, XattrMode,
 };
 
 /// First frame a connecting peer sends.
@@ -197,6 +197,44 @@ pub enum MetaRequest {
     Reclaim {
         ino: Ino,
     },
+    /// `Create` as the kernel asks with POSIX ACLs on: `mode` is the
+    /// requested permission bits *before* the umask. If the parent has a
+    /// default ACL, the new inode inherits it (masked by `mode`, umask
+    /// ignored; a directory also gets it as its own default ACL); otherwise
+    /// `mode & !umask` applies, as `Create`.
+    CreateMasked {
+        parent: Ino,
+        name: Vec<u8>,
+        node: NewNode,
+        mode: u32,
+        umask: u32,
+        uid: u32,
+        gid: u32,
+    },
+    /// A read happened: atime becomes now if relatime asks for it (atime
+    /// not after mtime or ctime, or a day old). ctime does not move.
+    /// Answers `Attr`.
+    TouchAtime {
+        ino: Ino,
+    },
+    /// `F_GETLK`: the first lock of another holder that conflicts with
+    /// `lock`, if any. Answers `Lock`.
+    GetLock {
+        ino: Ino,
+        lock: ByteLock,
+    },
+    /// `F_SETLK`: takes (or with `LockKind::Unlock` releases) `lock`, unless
+    /// another holder's lock conflicts. Answers `Lock`.
+    SetLock {
+        ino: Ino,
+        lock: ByteLock,
+    },
+    /// Drops every lock `(client, owner)` holds on `ino` (close, exit).
+    ReleaseLocks {
+        ino: Ino,
+        client: u64,
+        owner: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,6 +289,7 @@ pub enum Response {
     Counters(FsCounters),
     Orphans(Vec<Orphan>),
     Config(Box<ClusterConfig>),
+    Lock(LockReply),
 }
 
 #[cfg(test)]
@@ -299,6 +338,19 @@ mod tests {
                 }
             )),
             Just(Request::Quorum(QuorumRequest::GetConfig)),
+            (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
+                |(ino, start, end, pid)| Request::Meta(MetaRequest::SetLock {
+                    ino,
+                    lock: crate::types::ByteLock {
+                        client: ino ^ 1,
+                        owner: start ^ end,
+                        pid,
+                        kind: crate::types::LockKind::Write,
+                        start,
+                        end,
+                    },
+                })
+            ),
         ]
     }
 

@@ -174,3 +174,39 @@ pub struct FsCounters {
     /// Bytes held inside inode records (data in inode).
     pub inline_bytes: u64,
 }
+
+/// What a byte-range lock holds (fcntl `F_RDLCK`, `F_WRLCK`, `F_UNLCK`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockKind {
+    Read,
+    Write,
+    /// In a `SetLock`: release the range. In a `GetLock` answer: nothing
+    /// would conflict.
+    Unlock,
+}
+
+/// One POSIX byte-range lock of one inode. `start..=end` in bytes (`end`
+/// `u64::MAX` or `i64::MAX` is "to the end of the file, whatever its
+/// size"). The holder is `(client, owner)`: `client` names the client
+/// instance (a random number per mount), `owner` the kernel's lock owner
+/// within it (one per process for fcntl locks); `pid` is only reported by
+/// `F_GETLK`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ByteLock {
+    pub client: u64,
+    pub owner: u64,
+    pub pid: u32,
+    pub kind: LockKind,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// The answer to a lock request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockReply {
+    /// `SetLock` done (or `GetLock`: nothing conflicts).
+    Granted,
+    /// Another holder's lock conflicts; it is returned (`F_GETLK`'s answer,
+    /// `EAGAIN` for `F_SETLK`, retry later for `F_SETLKW`).
+    Conflict(ByteLock),
+}

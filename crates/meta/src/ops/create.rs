@@ -5,12 +5,20 @@
 //! target's length as size; in a set-group-id directory the new inode takes
 //! the directory's group, and a new directory inherits the set-group-id bit.
 //! The shard's inode limit gives `NoSpace`.
+//!
+//! POSIX ACLs: if the parent has a default ACL, a new inode (not a symlink)
+//! gets it, limited by the requested mode, as its access ACL (stored only
+//! if it says more than the mode), and a new directory also as its own
+//! default ACL; the umask is then ignored. Without a default ACL, `umask`
+//! (given by `CreateMasked`; `Create` sends the mode already masked)
+//! applies.
 
 use weft_proto::layout::Layout;
 use weft_proto::types::{Attr, FileKind, Ino, NewNode};
 use weft_proto::ErrorKind;
 
 use super::{load_dir, one_more_link, touch_dir, Ctx};
+use crate::acl::{self, Acl};
 use crate::fail::{refuse, OpError};
 use crate::inode::Inode;
 use crate::names::{check_name, check_target, show};
@@ -27,6 +35,8 @@ pub(crate) struct NewInode<'a> {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
+    /// Bits to clear from `mode` when the parent has no default ACL.
+    pub umask: u32,
 }
 
 pub(crate) fn create(
@@ -41,6 +51,7 @@ pub(crate) fn create(
         mode,
         uid,
         mut gid,
+        umask,
     } = req;
     check_name(name)?;
     let dir = load_dir(s, parent)?;
@@ -58,6 +69,24 @@ pub(crate) fn create(
         ));
     }
     let mut perm = mode;
+    let default_acl = match node {
+        NewNode::Symlink { .. } => None,
+        _ => s.xattr(parent, acl::DEFAULT)?,
+    };
+    // The new inode's access ACL, if the default ACL says more than the mode.
+    let mut access_acl = None;
+    match &default_acl {
+        Some(bytes) => {
+            let mut inherited = Acl::decode(bytes).map_err(|e| OpError::Corrupt {
+                ino: parent,
+                reason: format!("stored default ACL: {e}"),
+            })?;
+            if inherited.create_masq(&mut perm) {
+                access_acl = Some(inherited.encode());
+            }
+        }
+        None => perm &= !umask,
+    }
     if dir.perm & S_ISGID != 0 {
         gid = dir.gid;
         if node == NewNode::Dir {
@@ -97,6 +126,12 @@ pub(crate) fn create(
         NewNode::Fifo | NewNode::Socket => {}
     }
     s.put_inode(ino, &inode)?;
+    if let Some(value) = &access_acl {
+        s.put_xattr(ino, acl::ACCESS, value)?;
+    }
+    if let (Some(value), FileKind::Dir) = (&default_acl, kind) {
+        s.put_xattr(ino, acl::DEFAULT, value)?;
+    }
     s.put_entry(parent, name, Entry { ino, kind })?;
     s.add_counter(key::INODES_USED, 1)?;
     touch_dir(s, parent, parent_links, ctx.now)?;

@@ -10,6 +10,7 @@ use crate::store::Reader;
 
 pub(crate) fn get_xattr(r: &impl Reader, ino: Ino, name: &[u8]) -> Result<Vec<u8>, OpError> {
     check_xattr_name(name)?;
+    super::set_xattr::check_namespace(name)?;
     load(r, ino)?;
     r.xattr(ino, name)?.ok_or_else(|| {
         refuse(

@@ -63,6 +63,7 @@ mod tests {
                         mode: 0o644,
                         uid: 0,
                         gid: 0,
+                        umask: 0,
                     },
                 )
                 .unwrap();

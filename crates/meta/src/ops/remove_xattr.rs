@@ -15,6 +15,7 @@ pub(crate) fn remove_xattr(
     name: &[u8],
 ) -> Result<(), OpError> {
     check_xattr_name(name)?;
+    super::set_xattr::check_namespace(name)?;
     let mut inode = load(s, ino)?;
     if !s.remove_xattr(ino, name)? {
         return Err(refuse(

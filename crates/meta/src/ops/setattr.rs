@@ -10,6 +10,8 @@
 //!   client moves the bytes to chunks, sends `Uninline`, then retries). On any
 //!   other file only the size changes (the client deletes the chunks). A size
 //!   change without an explicit mtime stamps mtime, as truncate(2).
+//! - A mode change rewrites a stored access ACL's owner, mask (or group)
+//!   and other entries, as chmod does on Linux.
 //! - Times: `Now` is the server's clock, `At` a given instant (nanoseconds
 //!   below 10^9, else `Invalid`).
 
@@ -18,10 +20,11 @@ use weft_proto::types::{Attr, FileKind, Ino, SetAttr, TimeSet, Timespec};
 use weft_proto::ErrorKind;
 
 use super::{load, Ctx};
+use crate::acl::{self, Acl};
 use crate::fail::{refuse, OpError};
 use crate::inode::PERM_MASK;
 use crate::schema::key;
-use crate::store::WriteStore;
+use crate::store::{Reader, WriteStore};
 
 pub(crate) fn setattr(
     s: &mut WriteStore<'_>,
@@ -80,6 +83,14 @@ pub(crate) fn setattr(
     }
     if let Some(mode) = set.mode {
         inode.perm = mode & PERM_MASK;
+        if let Some(bytes) = s.xattr(ino, acl::ACCESS)? {
+            let mut a = Acl::decode(&bytes).map_err(|e| OpError::Corrupt {
+                ino,
+                reason: format!("stored access ACL: {e}"),
+            })?;
+            a.chmod(inode.perm);
+            s.put_xattr(ino, acl::ACCESS, &a.encode())?;
+        }
     }
     if let Some(t) = atime {
         inode.atime = t;

@@ -1,0 +1,229 @@
+//! POSIX extras of the client API: creation under a umask or a default ACL,
+//! relatime atime updates, byte-range locks kept by the meta role, and
+//! `fallocate`.
+//!
+//! Locks are held by `(client, owner)`: [`Client::lock_client_id`] names
+//! this client instance (random per process, distinct per client), the
+//! caller (the FUSE adapter) gives the kernel's lock owner. The meta role
+//! of the inode's shard keeps them, so every client of the file system
+//! sees the same locks.
+//!
+//! `fallocate` is built on the file API: the default mode grows the size
+//! (Weft does not reserve space ahead: a later write may still find the
+//! disks full), `KEEP_SIZE` alone changes nothing, and punching a hole or
+//! zeroing a range writes zeros over the part inside the file.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use weft_proto::msg::MetaRequest;
+use weft_proto::types::{Attr, ByteLock, FileKind, Ino, LockReply, NewNode, SetAttr, NAME_MAX};
+use weft_proto::{ErrorKind, Response};
+
+use crate::client::Client;
+use crate::cluster::unexpected;
+use crate::ClientError;
+
+/// Largest piece of zeros one write of a hole punch sends.
+const ZERO_PIECE: u64 = 1 << 20;
+
+/// What a `fallocate` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocate {
+    /// Mode 0: the range becomes part of the file (the size grows to cover it).
+    Extend,
+    /// `FALLOC_FL_KEEP_SIZE`: reserve without growing. Nothing to do.
+    KeepSize,
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: the range reads as zeros.
+    PunchHole,
+    /// `FALLOC_FL_ZERO_RANGE`: the range reads as zeros; the size grows to
+    /// cover it unless `keep_size`.
+    ZeroRange { keep_size: bool },
+}
+
+/// A random number per process, mixed into every client's lock identity.
+fn process_nonce() -> u64 {
+    static NONCE: OnceLock<u64> = OnceLock::new();
+    *NONCE.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        h.finish()
+    })
+}
+
+fn check_name(name: &[u8]) -> Result<(), ClientError> {
+    if name.len() > NAME_MAX {
+        return Err(ClientError::local(
+            ErrorKind::NameTooLong,
+            format!("name of {} bytes exceeds {NAME_MAX}", name.len()),
+        ));
+    }
+    Ok(())
+}
+
+impl Client {
+    /// Creates `name` in `parent` as the kernel asks when it leaves the
+    /// umask to the file system: `mode` is the requested permission bits
+    /// before the umask; the parent's default ACL, if any, applies instead
+    /// of the umask.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_masked(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        node: NewNode,
+        mode: u32,
+        umask: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::CreateMasked {
+            parent,
+            name: name.to_vec(),
+            node,
+            mode,
+            umask,
+            uid,
+            gid,
+        };
+        self.meta_attr(parent, req, Bytes::new(), "create").await
+    }
+
+    /// A read of `ino` happened: moves its atime if relatime asks for it.
+    pub async fn touch_atime(&self, ino: Ino) -> Result<Attr, ClientError> {
+        self.meta_attr(
+            ino,
+            MetaRequest::TouchAtime { ino },
+            Bytes::new(),
+            "touch atime",
+        )
+        .await
+    }
+
+    /// This client's part of a lock holder's identity.
+    pub fn lock_client_id(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        h.write_u64(process_nonce());
+        h.write_usize(self as *const Client as usize);
+        h.finish()
+    }
+
+    async fn lock_call(
+        &self,
+        ino: Ino,
+        req: MetaRequest,
+        what: &'static str,
+    ) -> Result<LockReply, ClientError> {
+        match self.meta(ino, req, Bytes::new()).await? {
+            (Response::Lock(r), _) => Ok(r),
+            (other, _) => Err(unexpected(&*self.meta_peer(ino)?, what, &other)),
+        }
+    }
+
+    /// `F_GETLK`: the lock of another holder that conflicts with `lock`.
+    pub async fn getlk(&self, ino: Ino, lock: ByteLock) -> Result<LockReply, ClientError> {
+        self.lock_call(ino, MetaRequest::GetLock { ino, lock }, "getlk")
+            .await
+    }
+
+    /// `F_SETLK`: takes or releases `lock` unless another holder's conflicts
+    /// (then the conflicting lock comes back; the caller retries for
+    /// `F_SETLKW`).
+    pub async fn setlk(&self, ino: Ino, lock: ByteLock) -> Result<LockReply, ClientError> {
+        self.lock_call(ino, MetaRequest::SetLock { ino, lock }, "setlk")
+            .await
+    }
+
+    /// Drops every lock `owner` of this client holds on `ino`.
+    pub async fn release_locks(&self, ino: Ino, owner: u64) -> Result<(), ClientError> {
+        let req = MetaRequest::ReleaseLocks {
+            ino,
+            client: self.lock_client_id(),
+            owner,
+        };
+        self.meta_unit(ino, req, "release locks").await
+    }
+
+    /// `fallocate` on an open regular file.
+    pub async fn fallocate(
+        &self,
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        how: Allocate,
+    ) -> Result<(), ClientError> {
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or_else(|| {
+                ClientError::local(ErrorKind::FileTooBig, "fallocate past the largest offset")
+            })?;
+        if len == 0 {
+            return Err(ClientError::local(
+                ErrorKind::Invalid,
+                "fallocate of 0 bytes",
+            ));
+        }
+        let attr = self.getattr(ino).await?;
+        match attr.kind {
+            FileKind::File => {}
+            FileKind::Dir => {
+                return Err(ClientError::local(
+                    ErrorKind::IsDir,
+                    "fallocate of a directory",
+                ))
+            }
+            _ => {
+                return Err(ClientError::local(
+                    ErrorKind::Unsupported,
+                    "fallocate of a special file",
+                ))
+            }
+        }
+        let grow = |size: u64| SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        match how {
+            Allocate::KeepSize => Ok(()),
+            Allocate::Extend => {
+                if end > attr.size {
+                    self.setattr(ino, grow(end)).await?;
+                }
+                Ok(())
+            }
+            Allocate::PunchHole => self.zero(ino, offset, end.min(attr.size)).await,
+            Allocate::ZeroRange { keep_size } => {
+                self.zero(ino, offset, end.min(attr.size)).await?;
+                if !keep_size && end > attr.size {
+                    self.setattr(ino, grow(end)).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes zeros over `from..to` (nothing if empty).
+    async fn zero(&self, ino: Ino, from: u64, to: u64) -> Result<(), ClientError> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(ZERO_PIECE);
+            // n <= 1 MiB, so it fits in usize.
+            let zeros = Bytes::from(vec![0u8; n as usize]);
+            let written = u64::from(self.write(ino, at, zeros).await?);
+            if written == 0 {
+                return Err(ClientError::local(ErrorKind::Io, "zeroing wrote nothing"));
+            }
+            at += written;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,151 @@
+//! POSIX byte-range locks (fcntl) through the meta role.
+//!
+//! The adapter asks the kernel for `FUSE_POSIX_LOCKS`, so `F_GETLK`,
+//! `F_SETLK` and `F_SETLKW` arrive as `getlk`/`setlk` with the kernel's lock
+//! owner (one per process) and are kept by the meta role, where every client
+//! of the file system sees them. A close of any descriptor of a file sends
+//! `flush` with the owner: its locks on that file go (POSIX: a process
+//! loses its locks on a file when it closes any descriptor of it, and at
+//! exit). The adapter remembers which owners locked which inodes through
+//! this mount, so a close without locks costs no request.
+//!
+//! `F_SETLKW` waits by retrying with a bounded backoff. fuser 0.18 does
+//! not pass FUSE_INTERRUPT on, so each retry checks `/proc` for a signal
+//! pending to the waiting thread (or its exit) and then gives up with
+//! EINTR, as the kernel would.
+//!
+//! flock(2) locks stay node-local (the kernel's): fuser 0.18 does not pass
+//! the `FUSE_LK_FLOCK` flag on, so asking for `FUSE_FLOCK_LOCKS` would make
+//! flock and fcntl locks of one file conflict (as on NFS) instead of being
+//! independent (as on Linux local file systems).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fuser::Errno;
+use weft_client::Client;
+use weft_proto::types::{ByteLock, Ino, LockKind, LockReply};
+
+use crate::errno::reply_errno;
+
+/// First and longest pause between two tries of a waiting `F_SETLKW`.
+const FIRST_BACKOFF: Duration = Duration::from_millis(2);
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+/// `F_RDLCK`/`F_WRLCK`/`F_UNLCK` as a lock kind.
+pub(crate) fn lock_kind(typ: i32) -> Result<LockKind, Errno> {
+    match typ {
+        t if t == libc::F_RDLCK => Ok(LockKind::Read),
+        t if t == libc::F_WRLCK => Ok(LockKind::Write),
+        t if t == libc::F_UNLCK => Ok(LockKind::Unlock),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// A lock kind as the `l_type` of a `struct flock`.
+pub(crate) fn lock_type(kind: LockKind) -> i32 {
+    match kind {
+        LockKind::Read => libc::F_RDLCK,
+        LockKind::Write => libc::F_WRLCK,
+        LockKind::Unlock => libc::F_UNLCK,
+    }
+}
+
+/// Which lock owners took locks on which inodes through this mount.
+#[derive(Default)]
+pub(crate) struct LockOwners {
+    held: Mutex<HashSet<(Ino, u64)>>,
+}
+
+impl LockOwners {
+    fn with<R>(&self, f: impl FnOnce(&mut HashSet<(Ino, u64)>) -> R) -> R {
+        // A plain set: nothing a panicking holder could leave half-done.
+        match self.held.lock() {
+            Ok(mut s) => f(&mut s),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    pub(crate) fn note(&self, ino: Ino, owner: u64) {
+        self.with(|s| s.insert((ino, owner)));
+    }
+
+    /// Whether `owner` may hold locks on `ino`; forgets it.
+    pub(crate) fn take(&self, ino: Ino, owner: u64) -> bool {
+        self.with(|s| s.remove(&(ino, owner)))
+    }
+}
+
+/// Whether the thread `tid` is gone or has a signal pending that it does
+/// not block or ignore (then a waiting lock request ends with EINTR).
+pub(crate) fn interrupted(tid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    pending & !field("SigBlk:") & !field("SigIgn:") != 0
+}
+
+/// Takes `lock`, waiting (if `wait`) until no other holder conflicts.
+pub(crate) async fn set_lock(
+    client: &Client,
+    ino: Ino,
+    lock: ByteLock,
+    wait: bool,
+    tid: u32,
+) -> Result<(), Errno> {
+    let mut pause = FIRST_BACKOFF;
+    loop {
+        match client.setlk(ino, lock).await {
+            Ok(LockReply::Granted) => return Ok(()),
+            Ok(LockReply::Conflict(_)) if !wait => return Err(Errno::EAGAIN),
+            Ok(LockReply::Conflict(_)) => {
+                if interrupted(tid) {
+                    return Err(Errno::EINTR);
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_BACKOFF);
+            }
+            Err(e) => return Err(reply_errno("setlk", ino, &e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        for t in [libc::F_RDLCK, libc::F_WRLCK, libc::F_UNLCK] {
+            assert_eq!(lock_type(lock_kind(t).unwrap()), t);
+        }
+        assert_eq!(lock_kind(99), Err(Errno::EINVAL));
+    }
+
+    #[test]
+    fn owners_are_remembered_once() {
+        let o = LockOwners::default();
+        o.note(5, 7);
+        o.note(5, 7);
+        assert!(!o.take(5, 8));
+        assert!(o.take(5, 7));
+        assert!(!o.take(5, 7));
+    }
+
+    #[test]
+    fn this_thread_is_not_interrupted_and_a_missing_one_is() {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        assert!(!interrupted(tid));
+        assert!(interrupted(u32::MAX - 1));
+    }
+}

@@ -1,0 +1,304 @@
+//! [`LockTable`]: the POSIX byte-range locks (fcntl `F_SETLK`/`F_GETLK`) of
+//! the inodes of one shard, held in the meta role's memory so that every
+//! client of the file system sees the same locks.
+//!
+//! Semantics of POSIX record locks: a holder is `(client, owner)` (one
+//! process, for fcntl locks); a holder's own locks never conflict with each
+//! other — a new lock replaces whatever the holder had on its range (an
+//! upgrade, downgrade or split), and adjacent or overlapping locks of one
+//! holder and kind merge; two holders conflict where their ranges overlap
+//! and one of the locks is a write lock. Ranges are inclusive
+//! (`start..=end`).
+//!
+//! Locks are not persistent: a restart of the meta role drops them, as a
+//! reboot drops a local file system's locks. Not yet: dropping the locks of
+//! a client that vanished without releasing them (leases), deadlock
+//! detection (`EDEADLK`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use weft_proto::types::{ByteLock, Ino, LockKind, LockReply};
+use weft_proto::ErrorKind;
+
+use crate::fail::{refuse, OpError};
+
+#[derive(Default)]
+pub(crate) struct LockTable {
+    inodes: Mutex<HashMap<Ino, Vec<ByteLock>>>,
+}
+
+fn same_holder(a: &ByteLock, b: &ByteLock) -> bool {
+    a.client == b.client && a.owner == b.owner
+}
+
+fn overlap(a: &ByteLock, b: &ByteLock) -> bool {
+    a.start <= b.end && b.start <= a.end
+}
+
+fn conflicts(held: &ByteLock, want: &ByteLock) -> bool {
+    !same_holder(held, want)
+        && overlap(held, want)
+        && (held.kind == LockKind::Write || want.kind == LockKind::Write)
+}
+
+fn check_range(l: &ByteLock) -> Result<(), OpError> {
+    if l.start > l.end {
+        return Err(refuse(
+            ErrorKind::Invalid,
+            format!("lock range {}..={} is empty", l.start, l.end),
+        ));
+    }
+    Ok(())
+}
+
+impl LockTable {
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<Ino, Vec<ByteLock>>) -> R) -> R {
+        // The map stays consistent whatever a panicking holder did: every
+        // change below is a single push/retain/replace.
+        match self.inodes.lock() {
+            Ok(mut m) => f(&mut m),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// `F_GETLK`: the first lock of another holder that conflicts with `want`.
+    pub(crate) fn get(&self, ino: Ino, want: &ByteLock) -> Result<LockReply, OpError> {
+        check_range(want)?;
+        if want.kind == LockKind::Unlock {
+            return Err(refuse(ErrorKind::Invalid, "F_GETLK of an unlock"));
+        }
+        Ok(self.with(|m| {
+            m.get(&ino)
+                .and_then(|held| held.iter().find(|h| conflicts(h, want)).copied())
+                .map_or(LockReply::Granted, LockReply::Conflict)
+        }))
+    }
+
+    /// `F_SETLK`: takes or releases `req` unless another holder conflicts.
+    pub(crate) fn set(&self, ino: Ino, req: &ByteLock) -> Result<LockReply, OpError> {
+        check_range(req)?;
+        Ok(self.with(|m| {
+            let held = m.entry(ino).or_default();
+            if req.kind != LockKind::Unlock {
+                if let Some(c) = held.iter().find(|h| conflicts(h, req)) {
+                    return LockReply::Conflict(*c);
+                }
+            }
+            carve(held, req);
+            if req.kind != LockKind::Unlock {
+                held.push(*req);
+                merge(held, req);
+            }
+            if held.is_empty() {
+                m.remove(&ino);
+            }
+            LockReply::Granted
+        }))
+    }
+
+    /// Drops every lock of `(client, owner)` on `ino`.
+    pub(crate) fn release(&self, ino: Ino, client: u64, owner: u64) {
+        self.with(|m| {
+            if let Some(held) = m.get_mut(&ino) {
+                held.retain(|h| !(h.client == client && h.owner == owner));
+                if held.is_empty() {
+                    m.remove(&ino);
+                }
+            }
+        });
+    }
+
+    /// Every lock held on `ino` (tests and diagnostics).
+    #[cfg(test)]
+    pub(crate) fn held(&self, ino: Ino) -> Vec<ByteLock> {
+        self.with(|m| m.get(&ino).cloned().unwrap_or_default())
+    }
+}
+
+/// Removes the range of `req` from its holder's locks, splitting those that
+/// stick out on either side.
+fn carve(held: &mut Vec<ByteLock>, req: &ByteLock) {
+    let mut kept = Vec::with_capacity(held.len() + 1);
+    for h in held.drain(..) {
+        if !same_holder(&h, req) || !overlap(&h, req) {
+            kept.push(h);
+            continue;
+        }
+        if h.start < req.start {
+            kept.push(ByteLock {
+                end: req.start - 1,
+                ..h
+            });
+        }
+        if h.end > req.end {
+            kept.push(ByteLock {
+                start: req.end + 1,
+                ..h
+            });
+        }
+    }
+    *held = kept;
+}
+
+/// Merges the holder's locks of one kind that overlap or touch `req`'s
+/// range into one.
+fn merge(held: &mut Vec<ByteLock>, req: &ByteLock) {
+    let touches = |a: &ByteLock, b: &ByteLock| {
+        a.start <= b.end.saturating_add(1) && b.start <= a.end.saturating_add(1)
+    };
+    let mut merged = *req;
+    loop {
+        let before = held.len();
+        held.retain(|h| {
+            if same_holder(h, &merged) && h.kind == merged.kind && touches(h, &merged) {
+                merged.start = merged.start.min(h.start);
+                merged.end = merged.end.max(h.end);
+                false
+            } else {
+                true
+            }
+        });
+        if held.len() == before {
+            break;
+        }
+    }
+    held.push(merged);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const EOF: u64 = i64::MAX as u64;
+
+    fn lk(owner: u64, kind: LockKind, start: u64, end: u64) -> ByteLock {
+        ByteLock {
+            client: 1,
+            owner,
+            pid: owner as u32 + 100,
+            kind,
+            start,
+            end,
+        }
+    }
+
+    fn granted(t: &LockTable, l: ByteLock) {
+        assert_eq!(t.set(9, &l).unwrap(), LockReply::Granted, "{l:?}");
+    }
+
+    #[test]
+    fn conflicts_follow_posix() {
+        let t = LockTable::default();
+        granted(&t, lk(1, LockKind::Write, 0, 99));
+        let c = t.set(9, &lk(2, LockKind::Write, 50, 59)).unwrap();
+        assert_eq!(c, LockReply::Conflict(lk(1, LockKind::Write, 0, 99)));
+        assert_eq!(
+            t.get(9, &lk(2, LockKind::Read, 99, 200)).unwrap(),
+            LockReply::Conflict(lk(1, LockKind::Write, 0, 99))
+        );
+        granted(&t, lk(2, LockKind::Read, 100, EOF));
+        // Readers share.
+        granted(&t, lk(3, LockKind::Read, 150, 160));
+        assert!(matches!(
+            t.set(9, &lk(1, LockKind::Write, 155, 155)).unwrap(),
+            LockReply::Conflict(_)
+        ));
+        // Another client with the same owner number is another holder.
+        let mut other = lk(1, LockKind::Write, 0, 9);
+        other.client = 2;
+        assert!(matches!(t.set(9, &other).unwrap(), LockReply::Conflict(_)));
+        // Other inodes are independent.
+        assert_eq!(t.set(10, &other).unwrap(), LockReply::Granted);
+    }
+
+    #[test]
+    fn own_locks_split_merge_and_convert() {
+        let t = LockTable::default();
+        granted(&t, lk(1, LockKind::Write, 0, 99));
+        granted(&t, lk(1, LockKind::Unlock, 40, 59));
+        let mut h = t.held(9);
+        h.sort_by_key(|l| l.start);
+        assert_eq!(
+            h,
+            [
+                lk(1, LockKind::Write, 0, 39),
+                lk(1, LockKind::Write, 60, 99)
+            ]
+        );
+        assert_eq!(
+            t.get(9, &lk(2, LockKind::Write, 40, 59)).unwrap(),
+            LockReply::Granted
+        );
+        // Downgrade the middle of a range: three pieces.
+        granted(&t, lk(1, LockKind::Write, 40, 59));
+        assert_eq!(t.held(9), [lk(1, LockKind::Write, 0, 99)], "merged back");
+        granted(&t, lk(1, LockKind::Read, 10, 19));
+        let mut h = t.held(9);
+        h.sort_by_key(|l| l.start);
+        assert_eq!(
+            h,
+            [
+                lk(1, LockKind::Write, 0, 9),
+                lk(1, LockKind::Read, 10, 19),
+                lk(1, LockKind::Write, 20, 99)
+            ]
+        );
+        granted(&t, lk(2, LockKind::Read, 12, 15));
+        t.release(9, 1, 1);
+        assert_eq!(t.held(9), [lk(2, LockKind::Read, 12, 15)]);
+        t.release(9, 1, 2);
+        assert!(t.held(9).is_empty());
+    }
+
+    #[test]
+    fn bad_ranges_are_invalid() {
+        let t = LockTable::default();
+        assert!(t.set(9, &lk(1, LockKind::Write, 5, 4)).is_err());
+        assert!(t.get(9, &lk(1, LockKind::Unlock, 0, 4)).is_err());
+    }
+
+    proptest! {
+        /// Whatever the sequence, no two holders ever hold conflicting locks,
+        /// and every byte a holder locked last is held with that kind.
+        #[test]
+        fn never_conflicting(ops in proptest::collection::vec(
+            (0u64..3, 0u8..3, 0u64..40, 0u64..40), 1..60)) {
+            let t = LockTable::default();
+            let mut model: HashMap<(u64, u64), LockKind> = HashMap::new();
+            for (owner, kind, a, b) in ops {
+                let kind = [LockKind::Read, LockKind::Write, LockKind::Unlock][kind as usize];
+                let (start, end) = (a.min(b), a.max(b));
+                let l = lk(owner, kind, start, end);
+                if t.set(9, &l).unwrap() == LockReply::Granted {
+                    for x in start..=end {
+                        if kind == LockKind::Unlock {
+                            model.remove(&(owner, x));
+                        } else {
+                            model.insert((owner, x), kind);
+                        }
+                    }
+                }
+                let held = t.held(9);
+                for (i, x) in held.iter().enumerate() {
+                    for y in &held[i + 1..] {
+                        prop_assert!(!conflicts(x, y), "{x:?} vs {y:?}");
+                        if same_holder(x, y) {
+                            prop_assert!(!overlap(x, y), "own locks overlap: {x:?} {y:?}");
+                        }
+                    }
+                }
+                for x in 0..40u64 {
+                    for o in 0..3u64 {
+                        let got = held
+                            .iter()
+                            .find(|h| h.owner == o && h.start <= x && x <= h.end)
+                            .map(|h| h.kind);
+                        prop_assert_eq!(got, model.get(&(o, x)).copied());
+                    }
+                }
+            }
+        }
+    }
+}
