@@ -895,7 +895,14 @@ impl Client {
         if attr.kind == FileKind::File && !attr.inline {
             self.data.sync(&file_data(&attr)).await?;
         }
-        self.commit(ino).await
+        self.commit(ino).await?;
+        self.sync_metadata(ino).await
+    }
+
+    /// Makes every metadata change of the inode's shard durable (the meta
+    /// role commits in groups): fsync of a file or a directory.
+    pub async fn sync_metadata(&self, ino: Ino) -> Result<(), ClientError> {
+        self.meta_unit(ino, MetaRequest::Sync { ino }, "sync").await
     }
 
     // ---- unlinked files -----------------------------------------------------

@@ -726,8 +726,10 @@ impl Filesystem for WeftFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let _span = op_span("fsyncdir", req, ino.0).entered();
-        reply.ok();
+        self.spawn(op_span("fsyncdir", req, ino.0), move |st| async move {
+            let res = st.client.sync_metadata(ino.0).await;
+            reply_empty("fsyncdir", ino.0, res, reply);
+        });
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {

@@ -76,6 +76,7 @@ mod schema;
 mod server;
 mod spec;
 mod store;
+mod sync;
 
 #[cfg(test)]
 mod testutil;

@@ -7,6 +7,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
@@ -20,10 +21,12 @@ use crate::locks::LockTable;
 use crate::ops::{self, Ctx};
 use crate::spec::MetaSpec;
 use crate::store::{ReadStore, WriteStore};
+use crate::sync::Flusher;
 
 /// One open metadata shard.
 pub struct MetaServer {
-    pub(crate) db: Database,
+    pub(crate) db: Arc<Database>,
+    flusher: Flusher,
     spec: MetaSpec,
     path: PathBuf,
     /// Byte-range locks of this shard's inodes (memory only).
@@ -36,10 +39,19 @@ impl MetaServer {
     /// or shard is refused and left untouched; so is a file that is not a
     /// Weft shard.
     pub fn open(path: &Path, spec: MetaSpec) -> Result<MetaServer, MetaError> {
-        let db = crate::open::open_database(path, &spec)?;
+        let db = Arc::new(crate::open::open_database(path, &spec)?);
+        let flusher = Flusher::start(
+            Arc::downgrade(&db),
+            if spec.durable {
+                0
+            } else {
+                spec.sync_interval_ms
+            },
+        );
         tracing::info!(path = %path.display(), fs = spec.fs, shard = spec.shard, "metadata shard open");
         Ok(MetaServer {
             db,
+            flusher,
             spec,
             path: path.to_owned(),
             locks: LockTable::default(),
@@ -150,6 +162,10 @@ impl MetaServer {
             MetaRequest::SetLock { ino, lock } => {
                 self.read(|s| ops::getattr::getattr(s, ino))?;
                 Response::Lock(self.locks.set(ino, &lock)?)
+            }
+            MetaRequest::Sync { .. } => {
+                self.flusher.sync(&self.db)?;
+                Response::Unit
             }
             MetaRequest::ReleaseLocks { ino, client, owner } => {
                 self.locks.release(ino, client, owner);
@@ -284,6 +300,9 @@ impl MetaServer {
         match out {
             Ok(v) => {
                 txn.commit()?;
+                if !durable {
+                    self.flusher.mark_dirty();
+                }
                 Ok(v)
             }
             Err(e) => {
@@ -325,6 +344,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::GetLock { .. } => "getlk",
         MetaRequest::SetLock { .. } => "setlk",
         MetaRequest::ReleaseLocks { .. } => "release_locks",
+        MetaRequest::Sync { .. } => "sync",
     }
 }
 

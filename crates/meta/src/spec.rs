@@ -30,6 +30,9 @@ pub struct MetaSpec {
     /// `Durability::Immediate`); otherwise commits are made durable by later
     /// durable commits or at close (`Durability::None`).
     pub durable: bool,
+    /// With `durable` off: make commits durable together every this many
+    /// milliseconds (group commit); 0 leaves it to `Sync` requests and close.
+    pub sync_interval_ms: u32,
 }
 
 impl MetaSpec {

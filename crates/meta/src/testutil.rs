@@ -24,6 +24,7 @@ pub(crate) fn spec() -> MetaSpec {
         max_inodes: 0,
         data_in_inode: false,
         durable: false,
+        sync_interval_ms: 0,
     }
 }
 

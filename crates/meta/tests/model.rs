@@ -270,6 +270,7 @@ impl Shard {
             max_inodes: 0,
             data_in_inode: false,
             durable: false,
+            sync_interval_ms: 0,
         };
         let srv = MetaServer::open(&dir.path().join("s.redb"), spec).unwrap();
         Shard { _dir: dir, srv }

@@ -235,6 +235,11 @@ pub enum MetaRequest {
         client: u64,
         owner: u64,
     },
+    /// Makes every metadata change of the shard so far durable (fsync of a
+    /// file or directory); `ino` routes it to the shard.
+    Sync {
+        ino: Ino,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -50,8 +50,12 @@ enum Known {
     Durable { name: String, sha: String },
     /// At one of the two names (a rename was cut by the crash), with `sha`.
     Either { a: String, b: String, sha: String },
-    /// Unlinked (the call returned): gone.
+    /// Unlinked, and the directory fsync'ed after: gone.
     Gone { name: String },
+    /// Being unlinked: metadata commits in groups, so until the directory is
+    /// fsync'ed the name may or may not survive a crash; if it does, it keeps
+    /// its content.
+    Unsure { name: String, sha: String },
 }
 
 fn c(s: &str) -> CString {
@@ -133,20 +137,22 @@ fn burst(root: i32, id: usize, seed: u64, stop: &AtomicBool, rec: &mut Record) {
                     if to == name {
                         continue;
                     }
-                    let r = libc::renameat(root, c(&name).as_ptr(), root, c(&to).as_ptr());
-                    if r == 0 {
-                        known.insert(k, Known::Durable { name: to, sha });
-                    } else {
-                        known.insert(
-                            k,
-                            Known::Either {
-                                a: name,
-                                b: to,
-                                sha,
-                            },
-                        );
+                    // Until both directories are fsync'ed, a crash may leave either name.
+                    known.insert(
+                        k,
+                        Known::Either {
+                            a: name.clone(),
+                            b: to.clone(),
+                            sha: sha.clone(),
+                        },
+                    );
+                    if libc::renameat(root, c(&name).as_ptr(), root, c(&to).as_ptr()) != 0 {
                         return;
                     }
+                    if !fsync_parent(root, &name) || !fsync_parent(root, &to) {
+                        return;
+                    }
+                    known.insert(k, Known::Durable { name: to, sha });
                 }
                 // Overwrite part of a durable file and fsync.
                 65..=79 => {
@@ -190,12 +196,21 @@ fn burst(root: i32, id: usize, seed: u64, stop: &AtomicBool, rec: &mut Record) {
                 }
                 // Unlink a durable file.
                 80..=87 => {
-                    let Some((&k, Known::Durable { name, .. })) = pick(&mut rng, known) else {
+                    let Some((&k, Known::Durable { name, sha })) = pick(&mut rng, known) else {
                         continue;
                     };
-                    let name = name.clone();
+                    let (name, sha) = (name.clone(), sha.clone());
+                    known.insert(
+                        k,
+                        Known::Unsure {
+                            name: name.clone(),
+                            sha,
+                        },
+                    );
                     if libc::unlinkat(root, c(&name).as_ptr(), 0) == 0 {
-                        known.insert(k, Known::Gone { name });
+                        if fsync_parent(root, &name) {
+                            known.insert(k, Known::Gone { name });
+                        }
                     } else {
                         known.remove(&k);
                         return;
@@ -347,6 +362,15 @@ fn check_known(mnt: &Path, known: &BTreeMap<u64, Known>) -> usize {
                 checked += 1;
             }
             Known::Gone { name } => assert!(!exists(name), "unlinked {name} came back"),
+            Known::Unsure { name, sha } => {
+                if exists(name) {
+                    assert_eq!(
+                        &sha_of(name),
+                        sha,
+                        "{name} survived its unlink with other content"
+                    );
+                }
+            }
         }
     }
     checked
@@ -408,9 +432,20 @@ fn kill_9_during_a_burst_keeps_the_namespace_and_fsynced_data() {
             "[crash] round {round}: killed after {run_for:?}; {reachable} inodes consistent, \
              {checked} fsync'ed files intact, {unsynced} unsynced files without garbage"
         ));
-        // Settle cut renames: whichever name exists is the name now.
+        // Settle cut renames: whichever name exists is the name now; an
+        // unlink not made durable either happened or did not.
         for r in &mut records {
+            r.known.retain(|_, state| match state {
+                Known::Unsure { name, .. } => w.mnt.join(&*name).exists(),
+                _ => true,
+            });
             for state in r.known.values_mut() {
+                if let Known::Unsure { name, sha } = state {
+                    *state = Known::Durable {
+                        name: name.clone(),
+                        sha: sha.clone(),
+                    };
+                }
                 if let Known::Either { a, b, sha } = state {
                     let name = if w.mnt.join(&*a).exists() {
                         a.clone()
@@ -426,4 +461,23 @@ fn kill_9_during_a_burst_keeps_the_namespace_and_fsynced_data() {
         }
     }
     w.stop();
+}
+
+/// fsync of the directory holding `name` (relative to `root`): makes the
+/// entry changes in it durable. False if the daemon is gone.
+unsafe fn fsync_parent(root: libc::c_int, name: &str) -> bool {
+    let dir = match name.rfind('/') {
+        Some(i) => &name[..i],
+        None => ".",
+    };
+    let Ok(cdir) = std::ffi::CString::new(dir) else {
+        return false;
+    };
+    let fd = libc::openat(root, cdir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+    if fd < 0 {
+        return false;
+    }
+    let ok = libc::fsync(fd) == 0;
+    libc::close(fd);
+    ok
 }

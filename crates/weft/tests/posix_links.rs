@@ -191,6 +191,11 @@ fn unlinked_while_open_is_reclaimed_after_a_crash() {
     let ino = ino_of(&path);
     let f = std::fs::File::open(&path).unwrap();
     unlink(&path).unwrap();
+    // Metadata commits in groups: fsync of the directory makes the unlink durable.
+    std::fs::File::open(path.parent().unwrap())
+        .unwrap()
+        .sync_all()
+        .unwrap();
     assert!(!chunk_files(&w.data, ino).is_empty());
     w.crash();
     drop(f);

@@ -50,7 +50,7 @@ mod tests {
             fx.err(MetaRequest::ListXattr { ino: a.ino }),
             ErrorKind::NotFound
         );
-        let txn = redb::ReadableDatabase::begin_read(&fx.srv.db).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&*fx.srv.db).unwrap();
         let s = crate::store::ReadStore::open(&txn).unwrap();
         assert!(crate::store::Reader::xattr_names(&s, a.ino)
             .unwrap()

@@ -71,7 +71,7 @@ mod tests {
         assert!(fx.orphans().is_empty());
         assert_eq!(fx.counters().inodes_used, used - 1);
         // Its xattrs went with it.
-        let txn = redb::ReadableDatabase::begin_read(&fx.srv.db).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&*fx.srv.db).unwrap();
         let s = crate::store::ReadStore::open(&txn).unwrap();
         assert!(crate::store::Reader::xattr_names(&s, d.ino)
             .unwrap()

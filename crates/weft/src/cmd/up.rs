@@ -249,7 +249,10 @@ pub fn run(args: UpArgs) -> Result<()> {
             stripe_width: table.chains.len() as u32,
             max_inodes: fs.max_inodes,
             data_in_inode: fs.data_in_inode,
-            durable: true,
+            // Group commit: changes become durable together every 50 ms,
+            // and at once on fsync (see crates/meta/src/sync.rs).
+            durable: false,
+            sync_interval_ms: 50,
         },
     )?;
 
