@@ -10,6 +10,8 @@ pub enum BenchError {
         #[source]
         source: std::io::Error,
     },
+    #[error("native client: {what}: {reason}")]
+    Native { what: String, reason: String },
 }
 
 pub(crate) fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {

@@ -6,14 +6,21 @@
 //!   record size, total bytes, threads, direct I/O and fsync.
 //! - [`meta`]: mdtest-like create/stat/read/unlink phases, shared directory
 //!   or one directory per thread.
+//! - [`sweep`]: the classic file-size sweep (1 B … 1 GiB × thread counts).
 //! - [`report`]: the gpfsperf text, latency percentiles, JSON.
+//! - [`backend`]: what the engines run on — the kernel's file API
+//!   ([`backend::Posix`]) or the Weft client library without FUSE
+//!   ([`native::Native`]).
 //!
-//! The engine is plain threads over positional I/O; it parses no command
+//! The engines are plain threads over positional I/O; they parse no command
 //! line (the `weft` binary does).
 
+pub mod backend;
 pub mod io;
 pub mod meta;
+pub mod native;
 pub mod report;
+pub mod sweep;
 
 mod aligned;
 mod error;

@@ -1,13 +1,12 @@
 //! mdtest-like metadata benchmark: phases create, stat, read, unlink over
 //! `files` files, in one shared directory or one directory per thread.
 
-use std::fs::File;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::backend::{Backend, OpenHow, Posix};
 use crate::error::io_err;
 use crate::latency::Latencies;
 use crate::BenchError;
@@ -47,6 +46,7 @@ pub struct MetaSpec {
 pub struct MetaResult {
     pub phase: Phase,
     pub dir: PathBuf,
+    pub backend: &'static str,
     pub files: u64,
     pub threads: usize,
     pub shared_dir: bool,
@@ -57,6 +57,7 @@ pub struct MetaResult {
 }
 
 impl MetaSpec {
+    /// Checks the numbers; the directory is checked by [`run_on`].
     pub fn validate(&self) -> Result<(), BenchError> {
         if self.files == 0 {
             return Err(BenchError::Invalid {
@@ -74,12 +75,6 @@ impl MetaSpec {
             return Err(BenchError::Invalid {
                 what: "--size",
                 reason: "file size above 1 GiB".into(),
-            });
-        }
-        if !self.dir.is_dir() {
-            return Err(BenchError::Invalid {
-                what: "DIR",
-                reason: format!("{} is not an existing directory", self.dir.display()),
             });
         }
         Ok(())
@@ -104,70 +99,103 @@ impl MetaSpec {
     }
 }
 
-fn one(spec: &MetaSpec, phase: Phase, path: &Path, buf: &mut Vec<u8>) -> Result<(), BenchError> {
+fn one(
+    spec: &MetaSpec,
+    backend: &dyn Backend,
+    phase: Phase,
+    path: &Path,
+    buf: &mut [u8],
+) -> Result<(), BenchError> {
     match phase {
         Phase::Create => {
-            let mut f = File::create(path).map_err(io_err(path))?;
+            let f = backend.open(path, OpenHow::CREATE).map_err(io_err(path))?;
             if !buf.is_empty() {
-                f.write_all(buf).map_err(io_err(path))?;
+                f.write_all_at(buf, 0).map_err(io_err(path))?;
             }
+            f.close().map_err(io_err(path))?;
         }
         Phase::Stat => {
-            std::fs::metadata(path).map_err(io_err(path))?;
+            backend.size(path).map_err(io_err(path))?;
         }
         Phase::Read => {
-            let mut f = File::open(path).map_err(io_err(path))?;
-            buf.clear();
-            f.read_to_end(buf).map_err(io_err(path))?;
-            if buf.len() as u64 != spec.size {
+            let f = backend.open(path, OpenHow::READ).map_err(io_err(path))?;
+            let mut got = 0usize;
+            loop {
+                let n = f
+                    .read_at(&mut buf[got..], got as u64)
+                    .map_err(io_err(path))?;
+                got += n;
+                if n == 0 || got == buf.len() {
+                    break;
+                }
+            }
+            // One byte more must find the end of the file.
+            let mut probe = [0u8; 1];
+            let more = f.read_at(&mut probe, got as u64).map_err(io_err(path))?;
+            f.close().map_err(io_err(path))?;
+            if got as u64 != spec.size || more != 0 {
                 return Err(BenchError::Invalid {
                     what: "--size",
                     reason: format!(
                         "{} holds {} bytes, expected {}",
                         path.display(),
-                        buf.len(),
+                        got + more,
                         spec.size
                     ),
                 });
             }
         }
-        Phase::Unlink => std::fs::remove_file(path).map_err(io_err(path))?,
+        Phase::Unlink => backend.remove_file(path).map_err(io_err(path))?,
     }
     Ok(())
 }
 
+/// Runs one phase on the kernel's file API.
 pub fn run(spec: &MetaSpec, phase: Phase) -> Result<MetaResult, BenchError> {
+    run_on(spec, phase, &Posix)
+}
+
+pub fn run_on(
+    spec: &MetaSpec,
+    phase: Phase,
+    backend: &dyn Backend,
+) -> Result<MetaResult, BenchError> {
     spec.validate()?;
+    if !backend.is_dir(&spec.dir) {
+        return Err(BenchError::Invalid {
+            what: "DIR",
+            reason: format!("{} is not an existing directory", spec.dir.display()),
+        });
+    }
     if phase == Phase::Create && !spec.shared_dir {
         for t in 0..spec.threads {
             let d = spec.thread_dir(t);
-            std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+            backend.mkdir_all(&d).map_err(io_err(&d))?;
         }
     }
     let start = Instant::now();
-    let handles: Vec<_> = (0..spec.threads)
-        .map(|t| {
-            let spec = spec.clone();
-            std::thread::spawn(move || -> Result<Latencies, BenchError> {
-                let mut lat = Latencies::default();
-                let mut buf = if phase == Phase::Create {
-                    vec![0x5a; spec.size as usize]
-                } else {
-                    Vec::new()
-                };
-                for i in 0..spec.count(t) {
-                    let p = spec.path(t, i);
-                    let t0 = Instant::now();
-                    one(&spec, phase, &p, &mut buf)?;
-                    lat.record(t0.elapsed());
-                }
-                Ok(lat)
+    let joined: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..spec.threads)
+            .map(|t| {
+                s.spawn(move || -> Result<Latencies, BenchError> {
+                    let mut lat = Latencies::default();
+                    let mut buf = vec![0x5a; spec.size as usize];
+                    for i in 0..spec.count(t) {
+                        let p = spec.path(t, i);
+                        let t0 = Instant::now();
+                        one(spec, backend, phase, &p, &mut buf)?;
+                        lat.record(t0.elapsed());
+                    }
+                    Ok(lat)
+                })
             })
-        })
-        .collect();
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let secs = start.elapsed().max(Duration::from_nanos(1)).as_secs_f64();
     let mut lat = Latencies::default();
-    for h in handles {
-        match h.join() {
+    for r in joined {
+        match r {
             Ok(r) => lat.merge(r?),
             Err(_) => {
                 return Err(BenchError::Invalid {
@@ -177,16 +205,16 @@ pub fn run(spec: &MetaSpec, phase: Phase) -> Result<MetaResult, BenchError> {
             }
         }
     }
-    let secs = start.elapsed().max(Duration::from_nanos(1)).as_secs_f64();
     if phase == Phase::Unlink && !spec.shared_dir {
         for t in 0..spec.threads {
             let d = spec.thread_dir(t);
-            std::fs::remove_dir(&d).map_err(io_err(&d))?;
+            backend.remove_dir(&d).map_err(io_err(&d))?;
         }
     }
     Ok(MetaResult {
         phase,
         dir: spec.dir.clone(),
+        backend: backend.name(),
         files: spec.files,
         threads: spec.threads,
         shared_dir: spec.shared_dir,

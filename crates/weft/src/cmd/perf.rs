@@ -3,14 +3,22 @@
 //!
 //! gpfsperf's single-dash long options (`-th`, `-dio`, `-fsync`) are
 //! accepted and mapped to their `--` forms before parsing.
+//!
+//! With `--native` the tests run through the Weft client library of this
+//! process, connected to the cluster of `--data`, with no FUSE in the path;
+//! paths are then paths inside the file system (`/bench/f`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
-use weft_bench::io::{IoSpec, Op, Pattern};
+use weft_bench::backend::{Backend, Posix};
+use weft_bench::io::{CacheDrop, IoSpec, Op, Pattern};
 use weft_bench::meta::{MetaSpec, Phase};
+use weft_bench::native::Native;
 use weft_bench::report;
+use weft_bench::sweep::{SweepSpec, DEFAULT_BUDGET, DEFAULT_MAX_FILES};
 
 use crate::size::parse_size;
 
@@ -32,6 +40,23 @@ enum PerfCommand {
     Rw(IoArgs),
     /// Metadata phases, like mdtest.
     Meta(MetaArgs),
+    /// The file-size sweep: write (fsync each) then read back files of each size.
+    Sweep(SweepArgs),
+}
+
+/// Where the tests run: the kernel's file API, or the Weft client library.
+#[derive(clap::Args)]
+struct BackendArgs {
+    /// Run through the Weft client library directly (no FUSE); paths are
+    /// then paths inside the file system, e.g. /bench/f.
+    #[arg(long)]
+    native: bool,
+    /// With --native: data directory of the running cluster (as given to `weft up`).
+    #[arg(long, default_value = "./weft-data", requires = "native")]
+    data: PathBuf,
+    /// With --native: the file system.
+    #[arg(long = "fs", default_value = "fs0", requires = "native")]
+    fs: String,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -45,14 +70,21 @@ enum PatternArg {
 struct IoArgs {
     /// Access pattern.
     pattern: PatternArg,
-    /// The file to test.
+    /// The file to test (with --file-per-thread, the prefix of the files).
     path: PathBuf,
     /// Record size (bytes per call), e.g. 1M, 4K.
     #[arg(short = 'r', default_value = "1M", value_parser = size_arg)]
     record: u64,
-    /// Bytes of the file to cover, e.g. 4G.
+    /// Bytes to move in total, e.g. 4G.
     #[arg(short = 'n', default_value = "1G", value_parser = size_arg)]
     bytes: u64,
+    /// Region random and strided offsets cover (default: -n), e.g. 1G for
+    /// 4K random reads of a 1 GiB file with a smaller -n.
+    #[arg(long, value_parser = size_arg)]
+    file_size: Option<u64>,
+    /// One file per thread, PATH.0 .. PATH.<T-1>, each with -n/T bytes (IOR's file-per-process).
+    #[arg(long)]
+    file_per_thread: bool,
     /// Threads.
     #[arg(long = "th", default_value_t = 1)]
     threads: usize,
@@ -66,14 +98,23 @@ struct IoArgs {
     #[arg(short = 's', value_parser = size_arg)]
     stride: Option<u64>,
     /// Keep the file's cached pages before a read test.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "drop_caches")]
     keep_cache: bool,
+    /// Before a read test drop the kernel's whole page cache (needs root),
+    /// not only the file's pages.
+    #[arg(long)]
+    drop_caches: bool,
+    /// Stop after this many seconds and report what was done.
+    #[arg(long, value_name = "SECS")]
+    time_limit: Option<f64>,
     /// Seed of the random pattern.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -108,6 +149,62 @@ struct MetaArgs {
     size: u64,
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// Directory to work in (must exist).
+    dir: PathBuf,
+    /// File sizes, comma-separated.
+    #[arg(long, default_value = "1,1K,10K,100K,1M,10M,100M,1G", value_parser = size_list_arg)]
+    sizes: SizeList,
+    /// Thread counts, comma-separated, e.g. 1,2,4.
+    #[arg(long = "th", default_value = "1", value_parser = count_list_arg)]
+    threads: CountList,
+    /// Bytes each thread aims to move per row (fewer, larger files above it).
+    #[arg(long, default_value_t = DEFAULT_BUDGET, value_parser = size_arg)]
+    budget: u64,
+    /// Most files per thread per row.
+    #[arg(long, default_value_t = DEFAULT_MAX_FILES)]
+    max_files: u64,
+    /// Between write and read drop the kernel's whole page cache (needs
+    /// root), not only the files' pages.
+    #[arg(long)]
+    drop_caches: bool,
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    backend: BackendArgs,
+}
+
+#[derive(Clone)]
+struct SizeList(Vec<u64>);
+
+#[derive(Clone)]
+struct CountList(Vec<usize>);
+
+fn size_list_arg(s: &str) -> Result<SizeList, String> {
+    s.split(',')
+        .map(|p| match parse_size(p)? {
+            0 => Err(format!("{p:?}: a file size must be more than 0")),
+            n => Ok(n),
+        })
+        .collect::<Result<_, _>>()
+        .map(SizeList)
+}
+
+fn count_list_arg(s: &str) -> Result<CountList, String> {
+    s.split(',')
+        .map(|p| match p.trim().parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{p:?}: give thread counts from 1 to 1024, e.g. 1,2,4"
+            )),
+        })
+        .collect::<Result<_, _>>()
+        .map(CountList)
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
@@ -136,10 +233,44 @@ pub fn run(args: PerfArgs) -> Result<()> {
         PerfCommand::Write(a) => io(Op::Write, a),
         PerfCommand::Rw(a) => io(Op::Rw, a),
         PerfCommand::Meta(a) => meta(a),
+        PerfCommand::Sweep(a) => sweep(a),
     }
 }
 
+/// The backend the options name; for --native, a client connected to the cluster.
+fn backend(b: &BackendArgs) -> Result<Box<dyn Backend>> {
+    if !b.native {
+        return Ok(Box::new(Posix));
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let target = crate::Target {
+        data: b.data.clone(),
+    };
+    let cluster = rt.block_on(crate::admin::connect(&target))?;
+    Ok(Box::new(Native::new(rt, cluster, &b.fs)?))
+}
+
+fn native_path(b: &BackendArgs, path: &Path, what: &str) -> Result<()> {
+    if b.native && !path.is_absolute() {
+        anyhow::bail!(
+            "{what} {}: with --native give a path inside the file system, starting with / (e.g. /bench/f)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 fn io(op: Op, a: IoArgs) -> Result<()> {
+    native_path(&a.backend, &a.path, "PATH")?;
+    let time_limit = match a.time_limit {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
+        Some(t) => anyhow::bail!("--time-limit {t}: give a number of seconds above 0"),
+    };
     let spec = IoSpec {
         op,
         pattern: match a.pattern {
@@ -150,15 +281,27 @@ fn io(op: Op, a: IoArgs) -> Result<()> {
         path: a.path,
         record: a.record,
         bytes: a.bytes,
+        file_size: a.file_size,
         threads: a.threads,
         direct: a.dio,
         fsync: a.fsync,
         stride: a.stride,
-        flush_cache: !a.keep_cache,
+        file_per_thread: a.file_per_thread,
+        cache: if a.keep_cache {
+            CacheDrop::Keep
+        } else if a.drop_caches {
+            CacheDrop::System
+        } else {
+            CacheDrop::File
+        },
+        time_limit,
         seed: a.seed,
         progress: !a.json,
     };
-    let r = weft_bench::io::run(&spec)?;
+    // Bad numbers are reported before connecting to a cluster.
+    spec.validate()?;
+    let backend = backend(&a.backend)?;
+    let r = weft_bench::io::run_on(&spec, &*backend)?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -168,6 +311,7 @@ fn io(op: Op, a: IoArgs) -> Result<()> {
 }
 
 fn meta(a: MetaArgs) -> Result<()> {
+    native_path(&a.backend, &a.dir, "DIR")?;
     let spec = MetaSpec {
         dir: a.dir,
         files: a.files,
@@ -175,6 +319,7 @@ fn meta(a: MetaArgs) -> Result<()> {
         shared_dir: !a.dir_per_thread,
         size: a.size,
     };
+    spec.validate()?;
     let phases = match a.phase {
         PhaseArg::Create => vec![Phase::Create],
         PhaseArg::Stat => vec![Phase::Stat],
@@ -182,14 +327,57 @@ fn meta(a: MetaArgs) -> Result<()> {
         PhaseArg::Unlink => vec![Phase::Unlink],
         PhaseArg::All => vec![Phase::Create, Phase::Stat, Phase::Read, Phase::Unlink],
     };
+    let backend = backend(&a.backend)?;
     let mut results = Vec::new();
     for p in phases {
-        results.push(weft_bench::meta::run(&spec, p)?);
+        results.push(weft_bench::meta::run_on(&spec, p, &*backend)?);
     }
     if a.json {
         println!("{}", serde_json::to_string(&results)?);
     } else {
         print!("{}", report::meta_text(&results));
+    }
+    Ok(())
+}
+
+fn sweep(a: SweepArgs) -> Result<()> {
+    native_path(&a.backend, &a.dir, "DIR")?;
+    let spec = SweepSpec {
+        dir: a.dir,
+        sizes: a.sizes.0,
+        threads: a.threads.0,
+        budget: a.budget,
+        max_files: a.max_files,
+        cache: if a.drop_caches {
+            CacheDrop::System
+        } else {
+            CacheDrop::File
+        },
+    };
+    spec.validate()?;
+    let backend = backend(&a.backend)?;
+    let json = a.json;
+    if !json {
+        println!(
+            "weft perf sweep {}{}: write+fsync then read back, per file size and thread count",
+            spec.dir.display(),
+            if a.backend.native {
+                " (native client)"
+            } else {
+                ""
+            }
+        );
+        print!("{}", report::sweep_header());
+    }
+    let rows = weft_bench::sweep::run_on(&spec, &*backend, &mut |r| {
+        if json {
+            eprint!("{}", report::sweep_line(r));
+        } else {
+            print!("{}", report::sweep_line(r));
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&rows)?);
     }
     Ok(())
 }
