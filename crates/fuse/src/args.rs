@@ -109,12 +109,13 @@ pub fn open_truncates(flags: i32) -> bool {
 /// (what `weft perf -dio` and MPI-IO expect) and may write in parallel;
 /// other opens drop the cached pages (no `FOPEN_KEEP_CACHE`), which gives
 /// close-to-open consistency between nodes.
-pub fn fopen_flags(flags: i32) -> FopenFlags {
-    if flags & libc::O_DIRECT != 0 {
-        FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
-    } else {
-        FopenFlags::empty()
-    }
+/// Every file is opened in direct-I/O mode: the pagepool already caches,
+/// read-ahead and write-behind happen there, and requests go straight
+/// between the application's buffer and the daemon with no second copy in
+/// the kernel's page cache. The kernel still maps such files for mmap
+/// (FUSE_DIRECT_IO_ALLOW_MMAP).
+pub fn fopen_flags(_flags: i32) -> FopenFlags {
+    FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
 }
 
 #[cfg(test)]
@@ -222,7 +223,7 @@ mod tests {
     fn open_flags() {
         assert!(open_truncates(libc::O_WRONLY | libc::O_TRUNC));
         assert!(!open_truncates(libc::O_RDWR));
-        assert!(fopen_flags(libc::O_RDONLY).is_empty());
+        assert!(fopen_flags(libc::O_RDONLY).contains(FopenFlags::FOPEN_DIRECT_IO));
         assert!(fopen_flags(libc::O_RDWR | libc::O_DIRECT).contains(FopenFlags::FOPEN_DIRECT_IO));
     }
 }

@@ -42,7 +42,7 @@ const MAX_BACKGROUND: u16 = 64;
 const CONGESTION_THRESHOLD: u16 = 48;
 
 /// What the kernel may do on our behalf, when it can.
-const WANTED_CAPABILITIES: [(InitFlags, &str); 12] = [
+const WANTED_CAPABILITIES: [(InitFlags, &str); 13] = [
     (InitFlags::FUSE_ASYNC_READ, "async reads"),
     (InitFlags::FUSE_BIG_WRITES, "big writes"),
     (InitFlags::FUSE_MAX_PAGES, "max_pages"),
@@ -60,6 +60,11 @@ const WANTED_CAPABILITIES: [(InitFlags, &str); 12] = [
         "automatic page-cache invalidation",
     ),
     (InitFlags::FUSE_ASYNC_DIO, "asynchronous direct I/O"),
+    // Files are opened in direct-I/O mode (the pagepool caches); mmap still works.
+    (
+        InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+        "mmap of direct-I/O files",
+    ),
     // fcntl locks go to the meta role (see `locks.rs`).
     (InitFlags::FUSE_POSIX_LOCKS, "remote POSIX locks"),
     // The kernel enforces POSIX ACLs read from `system.posix_acl_*`.

@@ -47,8 +47,18 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         ));
     }
     let total = header.body_len as usize + header.data_len as usize;
-    let mut buf = BytesMut::zeroed(total);
-    r.read_exact(&mut buf).await.map_err(|e| io(addr, e))?;
+    // Filled by reads straight into spare capacity: no memset of large frames.
+    let mut buf = BytesMut::with_capacity(total);
+    while buf.len() < total {
+        let n = (&mut *r)
+            .take((total - buf.len()) as u64)
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| io(addr, e))?;
+        if n == 0 {
+            return Err(io(addr, std::io::ErrorKind::UnexpectedEof.into()));
+        }
+    }
     let mut body = buf.freeze();
     let data = body.split_off(header.body_len as usize);
     header.verify(&body, &data).map_err(|e| proto(addr, e))?;
