@@ -281,16 +281,8 @@ impl Client {
         uid: u32,
         gid: u32,
     ) -> Result<Attr, ClientError> {
-        check_name(name)?;
-        let req = MetaRequest::Create {
-            parent,
-            name: name.to_vec(),
-            node,
-            mode,
-            uid,
-            gid,
-        };
-        self.meta_attr(parent, req, Bytes::new(), "create").await
+        // A create with no umask: `mode` is applied as given.
+        self.create_masked(parent, name, node, mode, 0, uid, gid).await
     }
 
     pub async fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
