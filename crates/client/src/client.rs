@@ -282,7 +282,8 @@ impl Client {
         gid: u32,
     ) -> Result<Attr, ClientError> {
         // A create with no umask: `mode` is applied as given.
-        self.create_masked(parent, name, node, mode, 0, uid, gid).await
+        self.create_masked(parent, name, node, mode, 0, uid, gid)
+            .await
     }
 
     pub async fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
@@ -874,6 +875,30 @@ impl Client {
         Ok(out.freeze())
     }
 
+    /// SEEK_DATA (`data`) or SEEK_HOLE from `offset`: the offset found, or
+    /// `None` at or past the end of the file (ENXIO). Data is what the
+    /// file's chunks hold; a file kept in its inode is all data.
+    pub async fn seek(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: bool,
+    ) -> Result<Option<u64>, ClientError> {
+        if let Some(f) = self.open_file(ino) {
+            self.drain(&f).await?;
+        }
+        let attr = self.getattr(ino).await?;
+        let size = attr.size;
+        if offset >= size {
+            return Ok(None);
+        }
+        if attr.kind != FileKind::File || attr.inline {
+            return Ok(Some(if data { offset } else { size }));
+        }
+        let ranges = self.data.data_ranges(&file_data(&attr)).await?;
+        Ok(Some(seek_in(&ranges, offset, size, data)).flatten())
+    }
+
     pub async fn flush(&self, ino: Ino) -> Result<(), ClientError> {
         self.commit(ino).await
     }
@@ -1094,4 +1119,38 @@ async fn flush_extent(
     pool.invalidate_block(&block_key(&f, block));
     file.wb.done(block, result);
     drop(permits);
+}
+
+/// SEEK_DATA/SEEK_HOLE over merged, ordered data ranges of a file of `size`
+/// bytes, from `offset` (< size). The end of the file counts as a hole.
+fn seek_in(ranges: &[(u64, u64)], offset: u64, size: u64, data: bool) -> Option<u64> {
+    if data {
+        ranges
+            .iter()
+            .find(|(_, end)| *end > offset)
+            .map(|(start, _)| (*start).max(offset))
+            .filter(|at| *at < size)
+    } else {
+        let inside = ranges.iter().find(|(s, e)| *s <= offset && offset < *e);
+        Some(inside.map_or(offset, |(_, end)| *end).min(size))
+    }
+}
+
+#[cfg(test)]
+mod seek_tests {
+    use super::seek_in;
+
+    #[test]
+    fn data_and_holes() {
+        let r = [(0, 10), (20, 30)];
+        assert_eq!(seek_in(&r, 0, 40, true), Some(0));
+        assert_eq!(seek_in(&r, 12, 40, true), Some(20));
+        assert_eq!(seek_in(&r, 31, 40, true), None);
+        assert_eq!(seek_in(&r, 5, 40, false), Some(10));
+        assert_eq!(seek_in(&r, 12, 40, false), Some(12));
+        assert_eq!(seek_in(&r, 25, 40, false), Some(30));
+        // A chunk past the size (a crashed writer's) is not data.
+        assert_eq!(seek_in(&[(50, 60)], 0, 40, true), None);
+        assert_eq!(seek_in(&[(0, 60)], 5, 40, false), Some(40));
+    }
 }

@@ -196,6 +196,43 @@ impl DataPath {
         Ok(())
     }
 
+    /// The byte ranges the file's chunks hold, merged, in order: where its
+    /// data is (everything else below the size is a hole).
+    pub async fn data_ranges(&self, f: &FileData) -> Result<Vec<(u64, u64)>, ClientError> {
+        let mut ops = Vec::new();
+        for nsd in self.all_nsds(f)? {
+            let req = NsdRequest::ListChunks {
+                nsd,
+                fs: self.fs.id,
+                ino: f.ino,
+                gen: f.gen,
+            };
+            ops.push(async move {
+                match self.call(nsd, req, Bytes::new()).await? {
+                    (Response::Chunks(c), _, _) => Ok(c),
+                    (other, _, peer) => Err(unexpected(&peer, "list chunks", &other)),
+                }
+            });
+        }
+        let mut blocks = std::collections::BTreeMap::<u64, u32>::new();
+        for list in try_join_all(ops).await? {
+            for (block, len) in list {
+                let e = blocks.entry(block).or_insert(0);
+                *e = (*e).max(len);
+            }
+        }
+        let bs = u64::from(f.layout.block_size.max(1));
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (block, len) in blocks {
+            let (start, end) = (block * bs, block * bs + u64::from(len));
+            match out.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => out.push((start, end)),
+            }
+        }
+        Ok(out)
+    }
+
     /// Makes every chunk of the file durable on every NSD that holds it.
     pub async fn sync(&self, f: &FileData) -> Result<(), ClientError> {
         let mut ops = Vec::new();

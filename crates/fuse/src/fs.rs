@@ -1015,12 +1015,29 @@ impl Filesystem for WeftFs {
         req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
-        _offset: i64,
-        _whence: i32,
+        offset: i64,
+        whence: i32,
         reply: ReplyLseek,
     ) {
-        Self::unsupported("lseek", req, ino);
-        reply.error(Errno::ENOSYS);
+        // The kernel asks only for SEEK_DATA and SEEK_HOLE; it handles the rest.
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(Errno::EINVAL),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::ENXIO);
+        };
+        self.spawn(op_span("lseek", req, ino.0), move |st| async move {
+            match st.client.seek(ino.0, offset, data).await {
+                Ok(Some(at)) => match i64::try_from(at) {
+                    Ok(at) => reply.offset(at),
+                    Err(_) => reply.error(Errno::EOVERFLOW),
+                },
+                Ok(None) => reply.error(Errno::ENXIO),
+                Err(e) => reply.error(reply_errno("lseek", ino.0, &e)),
+            }
+        });
     }
 
     fn copy_file_range(

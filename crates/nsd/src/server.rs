@@ -158,6 +158,10 @@ impl NsdServer {
                 self.store(nsd)?.sync_file(fs, ino, gen).map(|()| unit())
             }
             NsdRequest::Stats => Ok((Response::NsdStats(self.stats()), Bytes::new())),
+            NsdRequest::ListChunks { nsd, fs, ino, gen } => Ok((
+                Response::Chunks(self.store(nsd)?.list_chunks(fs, ino, gen)?),
+                Bytes::new(),
+            )),
         }
     }
 }
@@ -170,6 +174,7 @@ fn op_name(req: &NsdRequest) -> &'static str {
         NsdRequest::DeleteFrom { .. } => "delete_from",
         NsdRequest::Sync { .. } => "sync",
         NsdRequest::Stats => "stats",
+        NsdRequest::ListChunks { .. } => "list_chunks",
     }
 }
 
@@ -182,7 +187,7 @@ fn target_of(req: &NsdRequest) -> (Option<Ino>, Option<u64>) {
         NsdRequest::DeleteFrom {
             ino, from_block, ..
         } => (Some(*ino), Some(*from_block)),
-        NsdRequest::Sync { ino, .. } => (Some(*ino), None),
+        NsdRequest::Sync { ino, .. } | NsdRequest::ListChunks { ino, .. } => (Some(*ino), None),
         NsdRequest::Stats => (None, None),
     }
 }
@@ -193,7 +198,8 @@ fn nsd_of(req: &NsdRequest) -> Option<NsdId> {
         | NsdRequest::Read { nsd, .. }
         | NsdRequest::Truncate { nsd, .. }
         | NsdRequest::DeleteFrom { nsd, .. }
-        | NsdRequest::Sync { nsd, .. } => Some(*nsd),
+        | NsdRequest::Sync { nsd, .. }
+        | NsdRequest::ListChunks { nsd, .. } => Some(*nsd),
         NsdRequest::Stats => None,
     }
 }

@@ -97,6 +97,13 @@ pub enum NsdRequest {
     },
     /// Capacity and usage of every NSD this node serves.
     Stats,
+    /// The chunks of one file on this NSD: (block, length) in block order.
+    ListChunks {
+        nsd: NsdId,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+    },
 }
 
 /// Requests to the meta role. Names are raw bytes (Linux file names).
@@ -295,6 +302,8 @@ pub enum Response {
     Orphans(Vec<Orphan>),
     Config(Box<ClusterConfig>),
     Lock(LockReply),
+    /// Chunks of a file on one NSD: (block, length), in block order.
+    Chunks(Vec<(u64, u32)>),
 }
 
 #[cfg(test)]

@@ -477,7 +477,6 @@ fn seek_data_and_hole_basics() {
 }
 
 #[test]
-#[ignore = "needs client support: SEEK_DATA/SEEK_HOLE from chunk presence (lseek in the FUSE adapter over a client hole map)"]
 fn seek_data_and_hole_find_holes() {
     let m = FX.get();
     let d = m.dir("seek-holes");
@@ -495,6 +494,12 @@ fn seek_data_and_hole_find_holes() {
     assert_eq!(lseek(fd, 0, libc::SEEK_HOLE), Ok(65536));
     assert_eq!(lseek(fd, 65536, libc::SEEK_DATA), Ok(10 * 65536));
     assert_eq!(lseek(fd, 10 * 65536, libc::SEEK_HOLE), Ok(11 * 65536));
+    assert_eq!(lseek(fd, 11 * 65536, libc::SEEK_DATA), Err(libc::ENXIO));
+    // Inside a hole; then truncation leaves a hole up to the new end.
+    assert_eq!(lseek(fd, 70_000, libc::SEEK_HOLE), Ok(70_000));
+    h.set_len(20 * 65536).unwrap();
+    assert_eq!(lseek(fd, 11 * 65536, libc::SEEK_HOLE), Ok(11 * 65536));
+    assert_eq!(lseek(fd, 12 * 65536, libc::SEEK_DATA), Err(libc::ENXIO));
 }
 
 #[test]

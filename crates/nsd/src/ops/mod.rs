@@ -4,6 +4,7 @@
 //! its whole duration, so requests on one chunk never interleave.
 
 mod delete_from;
+mod list_chunks;
 mod read;
 mod sync;
 mod truncate;

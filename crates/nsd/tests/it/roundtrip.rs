@@ -258,3 +258,28 @@ fn stats_count_subblocks_chunks_and_fragments() {
     assert!(!s[0].healthy);
     assert!(s[1].healthy);
 }
+
+#[test]
+fn list_chunks_gives_blocks_and_lengths_in_order() {
+    let e = env();
+    let list = |ino| NsdRequest::ListChunks {
+        nsd: 1,
+        fs: 1,
+        ino,
+        gen: 1,
+    };
+    assert_eq!(e.request(list(3)), Response::Chunks(vec![]));
+    for b in [7u64, 0, 2] {
+        e.write_ok(1, chunk(3, b), 0, &pattern(b, 100 + b as usize));
+    }
+    e.write_ok(1, chunk(4, 1), 0, &[1; 10]); // another file
+    assert_eq!(
+        e.request(list(3)),
+        Response::Chunks(vec![(0, 100), (2, 102), (7, 107)])
+    );
+    assert_eq!(e.truncate(1, chunk(3, 2), 0), Response::Unit);
+    assert_eq!(
+        e.request(list(3)),
+        Response::Chunks(vec![(0, 100), (7, 107)])
+    );
+}
