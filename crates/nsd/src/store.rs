@@ -133,6 +133,21 @@ impl Store {
             })
     }
 
+    /// The entries of one file's chunk directory; `None` if it does not exist.
+    pub(crate) fn file_entries(
+        &self,
+        dir: &Path,
+    ) -> Result<Option<Vec<std::fs::DirEntry>>, RequestError> {
+        match std::fs::read_dir(dir) {
+            Ok(rd) => rd
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+                .map_err(|e| self.io("list directory", dir, e)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io("list directory", dir, e)),
+        }
+    }
+
     pub(crate) fn io(&self, op: &'static str, path: &Path, e: io::Error) -> RequestError {
         RequestError::io(&self.nsd, op, path, e)
     }

@@ -21,12 +21,8 @@ impl Store {
         from_block: u64,
     ) -> Result<(), RequestError> {
         let dir = self.paths.file_dir(fs, ino, gen);
-        let names = match fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.io("list directory", &dir, e))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(self.io("list directory", &dir, e)),
+        let Some(names) = self.file_entries(&dir)? else {
+            return Ok(());
         };
         for entry in names {
             let name = entry.file_name();

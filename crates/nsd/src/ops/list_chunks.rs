@@ -1,9 +1,6 @@
 //! `ListChunks`: which blocks of one file this NSD holds, and how long each
 //! is — what SEEK_DATA/SEEK_HOLE are answered from.
 
-use std::fs;
-use std::io;
-
 use weft_proto::types::{ChunkId, FsId, Ino};
 
 use crate::chunk_file;
@@ -20,12 +17,8 @@ impl Store {
         gen: u64,
     ) -> Result<Vec<(u64, u32)>, RequestError> {
         let dir = self.paths.file_dir(fs, ino, gen);
-        let entries = match fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.io("list directory", &dir, e))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.io("list directory", &dir, e)),
+        let Some(entries) = self.file_entries(&dir)? else {
+            return Ok(Vec::new());
         };
         let mut out = Vec::new();
         for entry in entries {

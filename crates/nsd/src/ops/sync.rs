@@ -1,8 +1,5 @@
 //! `Sync`: makes every chunk of one file on this NSD durable.
 
-use std::fs;
-use std::io;
-
 use weft_proto::types::{ChunkId, FsId, Ino};
 
 use crate::chunk_file;
@@ -15,12 +12,8 @@ impl Store {
     /// above it up to the chunk tree's root.
     pub fn sync_file(&self, fs: FsId, ino: Ino, gen: u64) -> Result<(), RequestError> {
         let dir = self.paths.file_dir(fs, ino, gen);
-        let names = match fs::read_dir(&dir) {
-            Ok(rd) => rd
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.io("list directory", &dir, e))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(self.io("list directory", &dir, e)),
+        let Some(names) = self.file_entries(&dir)? else {
+            return Ok(());
         };
         for entry in names {
             let Some(Entry::Chunk(block)) = entry.file_name().to_str().map(parse_entry) else {
