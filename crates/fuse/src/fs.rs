@@ -42,7 +42,7 @@ const MAX_BACKGROUND: u16 = 64;
 const CONGESTION_THRESHOLD: u16 = 48;
 
 /// What the kernel may do on our behalf, when it can.
-const WANTED_CAPABILITIES: [(InitFlags, &str); 13] = [
+const WANTED_CAPABILITIES: [(InitFlags, &str); 14] = [
     (InitFlags::FUSE_ASYNC_READ, "async reads"),
     (InitFlags::FUSE_BIG_WRITES, "big writes"),
     (InitFlags::FUSE_MAX_PAGES, "max_pages"),
@@ -65,8 +65,9 @@ const WANTED_CAPABILITIES: [(InitFlags, &str); 13] = [
         InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
         "mmap of direct-I/O files",
     ),
-    // fcntl locks go to the meta role (see `locks.rs`).
+    // fcntl and flock locks go to the meta role (see `locks.rs`).
     (InitFlags::FUSE_POSIX_LOCKS, "remote POSIX locks"),
+    (InitFlags::FUSE_FLOCK_LOCKS, "remote flock locks"),
     // The kernel enforces POSIX ACLs read from `system.posix_acl_*`.
     (InitFlags::FUSE_POSIX_ACL, "POSIX ACLs"),
     // The umask arrives apart from the mode: a default ACL replaces it.
@@ -88,7 +89,7 @@ struct Shared {
     next_fh: AtomicU64,
     /// File handles that have read since open: their atime is done.
     read_fhs: Mutex<HashSet<u64>>,
-    /// Lock owners that took fcntl locks through this mount.
+    /// Lock owners that took fcntl, OFD or flock locks through this mount.
     lock_owners: LockOwners,
 }
 
@@ -580,12 +581,19 @@ impl Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         self.shared.read_fhs().remove(&fh.0);
+        // flock and OFD locks belong to the open file description.
+        let owners = self.shared.lock_owners.take_handle(ino.0, fh.0);
         self.spawn(op_span("release", req, ino.0), move |st| async move {
             let flushed = if flush {
                 st.client.flush(ino.0).await
             } else {
                 Ok(())
             };
+            let mut unlocked = Ok(());
+            for owner in owners {
+                unlocked = unlocked.and(st.client.release_locks(ino.0, owner).await);
+            }
+            let flushed = flushed.and(unlocked);
             // Release even if the flush failed: the open count must drop.
             let released = st.client.release(ino.0).await;
             reply_empty("release", ino.0, flushed.and(released), reply);
@@ -983,7 +991,7 @@ impl Filesystem for WeftFs {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
         end: u64,
@@ -998,7 +1006,7 @@ impl Filesystem for WeftFs {
             Err(errno) => return reply.error(errno),
         };
         if kind != LockKind::Unlock {
-            self.shared.lock_owners.note(ino.0, lock_owner.0);
+            self.shared.lock_owners.note(ino.0, fh.0, lock_owner.0);
         }
         let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
         let tid = req.pid();

@@ -34,16 +34,17 @@
 //! - **fuser 0.18 quirk.** It decodes pre-1970 times of `setattr` wrongly;
 //!   `attr::request_timespec` undoes that (revisit when upgrading fuser).
 //!
-//! - **fcntl locks** are kept by the meta role (`locks.rs`); flock locks
-//!   stay the kernel's, node-local.
+//! - **Locks**: fcntl, OFD and flock locks are kept by the meta role
+//!   (`locks.rs`); flock and fcntl locks of one file conflict, as on NFS.
 //! - **atime** follows relatime: the first read through a handle (and a
 //!   directory listing from its start) asks the meta role to move it.
 //! - **fallocate**: default mode, `KEEP_SIZE`, `PUNCH_HOLE` and `ZERO_RANGE`
 //!   through the client (`Client::fallocate`); collapse/insert are refused.
 //!
-//! Not implemented (the kernel falls back or refuses): `lseek`
-//! SEEK_DATA/SEEK_HOLE (the kernel's generic answer: all data up to the
-//! size), `copy_file_range` (the kernel copies through read/write).
+//! - **lseek** SEEK_DATA/SEEK_HOLE answer from the chunks the NSDs hold.
+//!
+//! Not implemented (the kernel falls back): `copy_file_range` (the kernel
+//! copies through read/write).
 
 mod args;
 mod attr;

@@ -1,4 +1,4 @@
-//! POSIX byte-range locks (fcntl) through the meta role.
+//! Byte-range locks (fcntl, OFD) and flock(2) locks through the meta role.
 //!
 //! The adapter asks the kernel for `FUSE_POSIX_LOCKS`, so `F_GETLK`,
 //! `F_SETLK` and `F_SETLKW` arrive as `getlk`/`setlk` with the kernel's lock
@@ -14,12 +14,22 @@
 //! pending to the waiting thread (or its exit) and then gives up with
 //! EINTR, as the kernel would.
 //!
-//! flock(2) locks stay node-local (the kernel's): fuser 0.18 does not pass
-//! the `FUSE_LK_FLOCK` flag on, so asking for `FUSE_FLOCK_LOCKS` would make
-//! flock and fcntl locks of one file conflict (as on NFS) instead of being
-//! independent (as on Linux local file systems).
+//! The adapter also asks for `FUSE_FLOCK_LOCKS`: the kernel then sends
+//! flock(2) as a lock of the whole file whose owner is the open file
+//! description, and open-file-description (`F_OFD_SETLK`) locks come with
+//! the same kind of owner. Both belong to the description, not to a
+//! process, and go when its last descriptor closes (`release`). The kernel
+//! names the owner at `release` only for flock, so the adapter remembers
+//! which owners locked through which handle and releases them all there;
+//! every process lock taken through the handle is gone by then already
+//! (each close sends `flush` for its process).
+//!
+//! fuser 0.18 does not pass on the `FUSE_LK_FLOCK` flag that tells flock
+//! from fcntl requests, so the meta role holds both as byte-range locks of
+//! their owners: a flock lock and an fcntl lock of one file conflict (as on
+//! NFS), where a local Linux file system keeps them apart.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -52,28 +62,52 @@ pub(crate) fn lock_type(kind: LockKind) -> i32 {
     }
 }
 
-/// Which lock owners took locks on which inodes through this mount.
+/// Which lock owners took locks on which inodes through this mount, and
+/// through which open-file handles.
 #[derive(Default)]
 pub(crate) struct LockOwners {
-    held: Mutex<HashSet<(Ino, u64)>>,
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    /// (inode, owner) pairs that may hold locks.
+    owners: HashSet<(Ino, u64)>,
+    /// Per handle: the owners that locked through it.
+    by_handle: HashMap<u64, HashSet<u64>>,
 }
 
 impl LockOwners {
-    fn with<R>(&self, f: impl FnOnce(&mut HashSet<(Ino, u64)>) -> R) -> R {
-        // A plain set: nothing a panicking holder could leave half-done.
+    fn with<R>(&self, f: impl FnOnce(&mut Held) -> R) -> R {
+        // Plain sets: nothing a panicking holder could leave half-done.
         match self.held.lock() {
             Ok(mut s) => f(&mut s),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
     }
 
-    pub(crate) fn note(&self, ino: Ino, owner: u64) {
-        self.with(|s| s.insert((ino, owner)));
+    pub(crate) fn note(&self, ino: Ino, fh: u64, owner: u64) {
+        self.with(|h| {
+            h.owners.insert((ino, owner));
+            h.by_handle.entry(fh).or_default().insert(owner);
+        });
     }
 
     /// Whether `owner` may hold locks on `ino`; forgets it.
     pub(crate) fn take(&self, ino: Ino, owner: u64) -> bool {
-        self.with(|s| s.remove(&(ino, owner)))
+        self.with(|h| h.owners.remove(&(ino, owner)))
+    }
+
+    /// The owners that locked through handle `fh` of `ino` and may still
+    /// hold locks; forgets the handle.
+    pub(crate) fn take_handle(&self, ino: Ino, fh: u64) -> Vec<u64> {
+        self.with(|h| {
+            let owners = h.by_handle.remove(&fh).unwrap_or_default();
+            owners
+                .into_iter()
+                .filter(|o| h.owners.remove(&(ino, *o)))
+                .collect()
+        })
     }
 }
 
@@ -134,11 +168,24 @@ mod tests {
     #[test]
     fn owners_are_remembered_once() {
         let o = LockOwners::default();
-        o.note(5, 7);
-        o.note(5, 7);
+        o.note(5, 1, 7);
+        o.note(5, 1, 7);
         assert!(!o.take(5, 8));
         assert!(o.take(5, 7));
         assert!(!o.take(5, 7));
+    }
+
+    #[test]
+    fn a_handle_gives_back_the_owners_still_holding() {
+        let o = LockOwners::default();
+        o.note(5, 1, 7);
+        o.note(5, 1, 8);
+        o.note(5, 2, 9);
+        // Owner 7 closed a descriptor (flush): it holds nothing any more.
+        assert!(o.take(5, 7));
+        assert_eq!(o.take_handle(5, 1), vec![8]);
+        assert!(o.take_handle(5, 1).is_empty(), "forgotten");
+        assert_eq!(o.take_handle(5, 2), vec![9]);
     }
 
     #[test]

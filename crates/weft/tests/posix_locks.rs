@@ -1,8 +1,9 @@
 //! Locks: fcntl byte-range locks (shared/exclusive, F_SETLK/F_SETLKW,
 //! F_GETLK, splitting, release on close and on process exit, also after
-//! kill -9) and flock(2) locks, between processes; and fcntl locks that hold
-//! between two mounts of the file system (two clients), which only works
-//! because the meta role keeps them.
+//! kill -9), open-file-description locks and flock(2) locks, between
+//! processes; and fcntl and flock locks that hold between two mounts of the
+//! file system (two clients), which only works because the meta role keeps
+//! them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -282,7 +283,8 @@ fn flock_locks() {
         &[
             step(&[&"flock", &fp, &"ex", &1]),
             step(&[&"flock", &fp, &"sh", &1]),
-            // fcntl locks are independent of flock locks.
+            // The meta role holds flock locks as whole-file locks: an
+            // fcntl lock conflicts with them, as on NFS (see weft-fuse).
             step(&[&"lock", &fp, &"w", &0, &0, &0]),
         ],
     );
@@ -291,7 +293,7 @@ fn flock_locks() {
         [
             Err(libc::EWOULDBLOCK),
             Err(libc::EWOULDBLOCK),
-            Ok("".into())
+            Err(libc::EAGAIN)
         ]
     );
     // Another open file description of this process conflicts too.
@@ -314,11 +316,13 @@ fn flock_locks() {
         ],
     );
     assert_eq!(out, [Ok("".into()), Ok("".into()), Err(libc::EWOULDBLOCK)]);
-    // Close releases: both descriptions closed, a helper gets it exclusive.
+    // Close releases: both descriptions closed, a helper gets it exclusive
+    // (the kernel sends the release after close returns: allow it a moment).
     drop(h);
     drop(h2);
-    let out = run_helper(&m.root, None, &[step(&[&"flock", &fp, &"ex", &1])]);
-    assert_eq!(out, [Ok("".into())]);
+    eventually("flock released on close", || {
+        run_helper(&m.root, None, &[step(&[&"flock", &fp, &"ex", &1])]) == [Ok("".into())]
+    });
     // Exit releases too; and a blocking LOCK_EX waits for it.
     let mut holder = spawn_helper(
         &m.root,
@@ -331,6 +335,53 @@ fn flock_locks() {
     assert_ok("blocking LOCK_EX", flock(&h3, libc::LOCK_EX));
     assert!(t.elapsed() >= Duration::from_millis(200), "did not wait");
     drop(holder);
+}
+
+/// Waits up to ten seconds for `cond`.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: still not so after 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn ofd_setlk(file: &std::fs::File, typ: i32, start: i64, len: i64) -> Result<i64, i32> {
+    let f = fl(typ, start, len);
+    // SAFETY: fcntl on a descriptor we own with a valid flock.
+    sys(unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &f) }.into())
+}
+
+#[test]
+fn ofd_locks_belong_to_the_open_file_description() {
+    let m = FX.get();
+    let d = m.dir("ofd");
+    let f = d.join("f");
+    std::fs::write(&f, b"ofd").unwrap();
+    let fp = p(&f);
+    let h = rw(&f);
+    ofd_setlk(&h, libc::F_WRLCK, 0, 10).unwrap();
+    // Another description of this very process conflicts (unlike fcntl).
+    let h2 = rw(&f);
+    assert_errno(
+        "second description",
+        ofd_setlk(&h2, libc::F_WRLCK, 5, 1),
+        libc::EAGAIN,
+    );
+    let out = run_helper(&m.root, None, &[step(&[&"lock", &fp, &"w", &0, &1, &0])]);
+    assert_eq!(out, [Err(libc::EAGAIN)], "another process");
+    // Closing another descriptor does not release it (it would an fcntl
+    // lock), and neither does closing one of two descriptors of it.
+    drop(h2);
+    let dup = h.try_clone().unwrap();
+    drop(h);
+    let out = run_helper(&m.root, None, &[step(&[&"lock", &fp, &"w", &0, &1, &0])]);
+    assert_eq!(out, [Err(libc::EAGAIN)], "a descriptor still open");
+    // The last close releases it.
+    drop(dup);
+    eventually("OFD lock released by the last close", || {
+        run_helper(&m.root, None, &[step(&[&"lock", &fp, &"w", &0, &1, &0])]) == [Ok("".into())]
+    });
 }
 
 /// A second mount of the same file system, served by a client in this
@@ -438,5 +489,39 @@ fn fcntl_locks_hold_between_two_mounts() {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(h);
+    drop(second);
+}
+
+#[test]
+fn flock_locks_hold_between_two_mounts() {
+    let m = FX.get();
+    let d = m.dir("two-mounts-flock");
+    let f = d.join("f");
+    std::fs::write(&f, b"shared file").unwrap();
+    let second = SecondMount::new(&m);
+    let f2 = p(&second.mnt.join("two-mounts-flock/f"));
+    let h = std::fs::File::open(&f).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_ok(
+        "LOCK_SH",
+        sys(unsafe { libc::flock(h.as_raw_fd(), libc::LOCK_SH) }.into()),
+    );
+    let out = run_helper(
+        &m.root,
+        None,
+        &[
+            step(&[&"flock", &f2, &"ex", &1]),
+            step(&[&"flock", &f2, &"sh", &1]),
+        ],
+    );
+    assert_eq!(
+        out,
+        [Err(libc::EWOULDBLOCK), Ok("".into())],
+        "the other mount sees this mount's shared flock"
+    );
+    drop(h);
+    eventually("flock released through the other mount", || {
+        run_helper(&m.root, None, &[step(&[&"flock", &f2, &"ex", &1])]) == [Ok("".into())]
+    });
     drop(second);
 }
