@@ -8,7 +8,7 @@ use tokio::sync::RwLock;
 use tracing::{debug, warn};
 use weft_net::Peer;
 use weft_proto::config::FsInfo;
-use weft_proto::layout::{round_to_subblock, INLINE_MAX};
+use weft_proto::layout::INLINE_MAX;
 use weft_proto::msg::MetaRequest;
 use weft_proto::types::{
     ino_shard, Attr, DirEntry, FileKind, FsCounters, Ino, NewNode, Orphan, RenameMode, SetAttr,
@@ -35,13 +35,14 @@ pub struct StatFs {
     pub name_max: u32,
 }
 
-/// 512-byte units a file occupies: data in inode takes none; chunked data is
-/// counted in whole subblocks (holes included).
+/// 512-byte units a file occupies: data in inode takes none; chunked data
+/// counts what its chunks take on the NSDs (whole subblocks, every copy;
+/// holes take none).
 pub fn st_blocks(attr: &Attr) -> u64 {
     if attr.inline || attr.kind != FileKind::File {
         return 0;
     }
-    round_to_subblock(attr.size, attr.layout.block_size) / 512
+    attr.allocated.div_ceil(512)
 }
 
 /// What the client knows of a file it has open.
@@ -51,6 +52,8 @@ struct FileState {
     /// Highest end written to chunks whose size is not yet in metadata.
     pending_end: u64,
     pending_mtime: Option<Timespec>,
+    /// Allocation changes the NSDs answered that metadata does not have yet.
+    pending_alloc: i64,
     /// Chunks past the known size were cleared: gap writes need no cleanup.
     tail_clean: bool,
     /// The last name is gone: free the inode at the last close.
@@ -248,10 +251,74 @@ impl Client {
                         attr.ctime = attr.ctime.max(m);
                     }
                     s.attr = attr.clone();
+                    attr.allocated = attr.allocated.saturating_add_signed(s.pending_alloc);
                 }
             });
         }
         attr
+    }
+
+    /// Takes space for `offset..offset + len` of a chunked file (zeros
+    /// where nothing was written), so later writes there find it.
+    pub(crate) async fn preallocate(
+        &self,
+        attr: &Attr,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ClientError> {
+        let attr = if attr.inline {
+            self.uninline(attr).await?
+        } else {
+            attr.clone()
+        };
+        let f = file_data(&attr);
+        let need = len.saturating_mul(self.data.copies(&f)?);
+        let free = self.statfs().await?.free_bytes;
+        if need > free {
+            return Err(ClientError::local(
+                ErrorKind::NoSpace,
+                format!("fallocate of {len} bytes needs {need} bytes on the NSDs, {free} are free"),
+            ));
+        }
+        let (delta, result) = self.data.allocate(&f, offset, len).await;
+        self.note_allocated(attr.ino, delta).await?;
+        result
+    }
+
+    /// Deletes the chunks of blocks `from..to` of a chunked file once every
+    /// write buffered before is out: they read as a hole and take no space.
+    pub(crate) async fn punch_blocks(
+        &self,
+        attr: &Attr,
+        from: u64,
+        to: u64,
+    ) -> Result<(), ClientError> {
+        if from >= to || attr.inline {
+            return Ok(());
+        }
+        self.commit(attr.ino).await?;
+        let f = file_data(attr);
+        let delta = self.data.delete_blocks(&f, from, to).await?;
+        for block in from..to {
+            self.pool.invalidate_block(&block_key(&f, block));
+        }
+        self.note_allocated(attr.ino, delta).await
+    }
+
+    /// Records an allocation change: with the next commit of an open file,
+    /// at once for another.
+    pub(crate) async fn note_allocated(&self, ino: Ino, delta: i64) -> Result<(), ClientError> {
+        if delta == 0 {
+            return Ok(());
+        }
+        if let Some(f) = self.open_file(ino) {
+            f.with(|s| s.pending_alloc += delta);
+            return Ok(());
+        }
+        let req = MetaRequest::Allocated { ino, delta };
+        self.meta_attr(ino, req, Bytes::new(), "allocated")
+            .await
+            .map(|_| ())
     }
 
     // ---- namespace --------------------------------------------------------
@@ -409,7 +476,8 @@ impl Client {
                     // Shrink: drop everything past the new end. Grow: drop anything a
                     // crashed writer may have left past the old end, so the new range reads as zeros.
                     let keep = size.min(attr.size);
-                    self.data.truncate(&file_data(&attr), keep).await?;
+                    let delta = self.data.truncate(&file_data(&attr), keep).await?;
+                    self.note_allocated(ino, delta).await?;
                     self.pool
                         .invalidate(ino, keep / u64::from(attr.layout.block_size.max(1)));
                     if let Some(f) = &file {
@@ -426,10 +494,8 @@ impl Client {
                 "setattr",
             )
             .await?;
-        if let Some(f) = &file {
-            f.with(|s| s.attr = a.clone());
-        }
-        Ok(a)
+        // With this client's allocation changes not yet committed.
+        Ok(self.overlay(a))
     }
 
     // ---- open files ---------------------------------------------------------
@@ -456,6 +522,7 @@ impl Client {
                                 attr: attr.clone(),
                                 pending_end: 0,
                                 pending_mtime: None,
+                                pending_alloc: 0,
                                 tail_clean: false,
                                 orphan: false,
                             }),
@@ -523,19 +590,36 @@ impl Client {
             return Ok(());
         };
         self.drain(&file).await?;
-        let Some((end, mtime)) = file.with(|s| s.pending_mtime.take().map(|m| (s.pending_end, m)))
-        else {
-            return Ok(());
-        };
-        match self
-            .meta_attr(
+        let (pending, allocated) = file.with(|s| {
+            let alloc = std::mem::take(&mut s.pending_alloc);
+            (s.pending_mtime.take().map(|m| (s.pending_end, m)), alloc)
+        });
+        let Some((end, mtime)) = pending else {
+            if allocated == 0 {
+                return Ok(());
+            }
+            let req = MetaRequest::Allocated {
                 ino,
-                MetaRequest::Written { ino, end, mtime },
-                Bytes::new(),
-                "written",
-            )
-            .await
-        {
+                delta: allocated,
+            };
+            return match self.meta_attr(ino, req, Bytes::new(), "allocated").await {
+                Ok(a) => {
+                    file.with(|s| s.attr = a);
+                    Ok(())
+                }
+                Err(e) => {
+                    file.with(|s| s.pending_alloc += allocated);
+                    Err(e)
+                }
+            };
+        };
+        let req = MetaRequest::Written {
+            ino,
+            end,
+            mtime,
+            allocated,
+        };
+        match self.meta_attr(ino, req, Bytes::new(), "written").await {
             Ok(a) => {
                 file.with(|s| {
                     if s.pending_mtime.is_none() && s.pending_end <= a.size {
@@ -550,6 +634,7 @@ impl Client {
                     if s.pending_mtime.is_none() {
                         s.pending_mtime = Some(mtime);
                     }
+                    s.pending_alloc += allocated;
                 });
                 Err(e)
             }
@@ -578,14 +663,18 @@ impl Client {
         };
         let f = file_data(attr);
         // Anything a crashed writer left in chunks is stale: clear it first.
-        self.data.truncate(&f, 0).await?;
+        let mut delta = self.data.truncate(&f, 0).await?;
         if !bytes.is_empty() {
-            self.data.write(&f, 0, bytes).await?;
+            delta += self.data.write(&f, 0, bytes).await?;
             self.data.sync(&f).await?;
         }
-        let a = self
+        let mut a = self
             .meta_attr(ino, MetaRequest::Uninline { ino }, Bytes::new(), "uninline")
             .await?;
+        if delta != 0 {
+            let req = MetaRequest::Allocated { ino, delta };
+            a = self.meta_attr(ino, req, Bytes::new(), "allocated").await?;
+        }
         if let Some(file) = self.open_file(ino) {
             file.with(|s| {
                 s.attr = a.clone();
@@ -687,8 +776,11 @@ impl Client {
             let (attr, known, clean) =
                 file.with(|s| (s.attr.clone(), s.attr.size.max(s.pending_end), s.tail_clean));
             if offset > known && !clean {
-                self.data.truncate(&file_data(&attr), known).await?;
-                file.with(|s| s.tail_clean = true);
+                let delta = self.data.truncate(&file_data(&attr), known).await?;
+                file.with(|s| {
+                    s.tail_clean = true;
+                    s.pending_alloc += delta;
+                });
             }
             self.write_chunks(&file, &attr, offset, data).await?;
         } else {
@@ -719,7 +811,8 @@ impl Client {
         if self.config.write_behind {
             self.buffer(file, f, offset, data).await?;
         } else {
-            self.data.write(&f, offset, data).await?;
+            let delta = self.data.write(&f, offset, data).await?;
+            file.with(|s| s.pending_alloc += delta);
             let bs = u64::from(attr.layout.block_size.max(1));
             for block in offset / bs..end.div_ceil(bs) {
                 self.pool.invalidate_block(&block_key(&f, block));
@@ -1115,7 +1208,9 @@ async fn flush_extent(
 ) {
     let (start, bytes, permits) = extent_bytes(extent);
     let at = block * u64::from(f.layout.block_size) + u64::from(start);
-    let result = data.write(&f, at, bytes).await;
+    let result = data.write(&f, at, bytes).await.map(|delta| {
+        file.with(|s| s.pending_alloc += delta);
+    });
     pool.invalidate_block(&block_key(&f, block));
     file.wb.done(block, result);
     drop(permits);

@@ -30,6 +30,9 @@ pub(crate) struct DataPath {
     fs: FsInfo,
 }
 
+/// Blocks one step of a preallocation asks for at once.
+const ALLOCATE_BATCH: u64 = 64;
+
 impl DataPath {
     pub fn new(cluster: Arc<Cluster>, fs: FsInfo) -> Self {
         DataPath { cluster, fs }
@@ -107,8 +110,25 @@ impl DataPath {
         }
     }
 
-    /// Writes `data` at `offset`; every block's piece goes to every member of its chain.
-    pub async fn write(&self, f: &FileData, offset: u64, data: Bytes) -> Result<(), ClientError> {
+    /// Sends requests that change chunks, all at once; the sum of the
+    /// allocation changes the NSDs answer.
+    async fn changes(
+        &self,
+        reqs: Vec<(NsdId, NsdRequest, Bytes)>,
+        what: &'static str,
+    ) -> Result<i64, ClientError> {
+        let ops = reqs.into_iter().map(|(nsd, req, data)| async move {
+            match self.call(nsd, req, data).await? {
+                (Response::Allocated(delta), _, _) => Ok(delta),
+                (other, _, peer) => Err(unexpected(&peer, what, &other)),
+            }
+        });
+        Ok(try_join_all(ops).await?.into_iter().sum())
+    }
+
+    /// Writes `data` at `offset`; every block's piece goes to every member
+    /// of its chain. Returns how the file's allocation changed.
+    pub async fn write(&self, f: &FileData, offset: u64, data: Bytes) -> Result<i64, ClientError> {
         let mut ops = Vec::new();
         for seg in f.layout.segments(offset, data.len() as u64) {
             let piece =
@@ -120,10 +140,80 @@ impl DataPath {
                     offset: seg.offset,
                     sync: false,
                 };
-                ops.push(self.expect_unit(nsd, req, piece.clone(), "write"));
+                ops.push((nsd, req, piece.clone()));
             }
         }
-        try_join_all(ops).await.map(|_| ())
+        self.changes(ops, "write").await
+    }
+
+    /// How many copies of each block the file's chains keep.
+    pub fn copies(&self, f: &FileData) -> Result<u64, ClientError> {
+        Ok(self.chain(f, 0)?.len() as u64)
+    }
+
+    /// Preallocates `offset..offset + len`: every chunk it touches grows to
+    /// cover it, with zeros, on every member of its chain, a batch of
+    /// blocks at a time. Returns how the file's allocation changed, also
+    /// when a batch failed (then with the failure).
+    pub async fn allocate(
+        &self,
+        f: &FileData,
+        offset: u64,
+        len: u64,
+    ) -> (i64, Result<(), ClientError>) {
+        let bs = u64::from(f.layout.block_size.max(1));
+        let end = offset.saturating_add(len);
+        let mut total = 0;
+        let mut first = offset / bs;
+        let last = end.div_ceil(bs);
+        while first < last {
+            let batch = first..last.min(first + ALLOCATE_BATCH);
+            first = batch.end;
+            let mut ops = Vec::new();
+            for block in batch {
+                // Below the block size, so it fits in u32.
+                let need = (end - block * bs).min(bs) as u32;
+                let chain = match self.chain(f, block) {
+                    Ok(c) => c,
+                    Err(e) => return (total, Err(e)),
+                };
+                for nsd in chain {
+                    let req = NsdRequest::Allocate {
+                        nsd,
+                        chunk: self.chunk(f, block),
+                        len: need,
+                    };
+                    ops.push((nsd, req, Bytes::new()));
+                }
+            }
+            match self.changes(ops, "allocate").await {
+                Ok(delta) => total += delta,
+                Err(e) => return (total, Err(e)),
+            }
+        }
+        (total, Ok(()))
+    }
+
+    /// Deletes the chunks of blocks `from..to` on every member of their
+    /// chains (punching whole blocks). Returns how the allocation changed.
+    pub async fn delete_blocks(
+        &self,
+        f: &FileData,
+        from: u64,
+        to: u64,
+    ) -> Result<i64, ClientError> {
+        let mut ops = Vec::new();
+        for block in from..to {
+            for nsd in self.chain(f, block)? {
+                let req = NsdRequest::Truncate {
+                    nsd,
+                    chunk: self.chunk(f, block),
+                    len: 0,
+                };
+                ops.push((nsd, req, Bytes::new()));
+            }
+        }
+        self.changes(ops, "delete").await
     }
 
     /// Reads `len` bytes at `offset` (the caller clamps to the file size);
@@ -164,8 +254,9 @@ impl DataPath {
     }
 
     /// Drops every byte at or past `size`: whole chunks past it are deleted,
-    /// the chunk it falls in is shortened.
-    pub async fn truncate(&self, f: &FileData, size: u64) -> Result<(), ClientError> {
+    /// the chunk it falls in is shortened. Returns how the file's
+    /// allocation changed.
+    pub async fn truncate(&self, f: &FileData, size: u64) -> Result<i64, ClientError> {
         let bs = u64::from(f.layout.block_size.max(1));
         let from_block = size.div_ceil(bs);
         let mut ops = Vec::new();
@@ -177,9 +268,9 @@ impl DataPath {
                 gen: f.gen,
                 from_block,
             };
-            ops.push(self.expect_unit(nsd, req, Bytes::new(), "delete"));
+            ops.push((nsd, req, Bytes::new()));
         }
-        try_join_all(ops).await?;
+        let mut delta = self.changes(ops, "delete").await?;
         if !size.is_multiple_of(bs) {
             let block = size / bs;
             let mut ops = Vec::new();
@@ -189,11 +280,11 @@ impl DataPath {
                     chunk: self.chunk(f, block),
                     len: (size % bs) as u32,
                 };
-                ops.push(self.expect_unit(nsd, req, Bytes::new(), "truncate"));
+                ops.push((nsd, req, Bytes::new()));
             }
-            try_join_all(ops).await?;
+            delta += self.changes(ops, "truncate").await?;
         }
-        Ok(())
+        Ok(delta)
     }
 
     /// The byte ranges the file's chunks hold, merged, in order: where its

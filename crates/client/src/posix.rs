@@ -8,10 +8,12 @@
 //! of the inode's shard keeps them, so every client of the file system
 //! sees the same locks.
 //!
-//! `fallocate` is built on the file API: the default mode grows the size
-//! (Weft does not reserve space ahead: a later write may still find the
-//! disks full), `KEEP_SIZE` alone changes nothing, and punching a hole or
-//! zeroing a range writes zeros over the part inside the file.
+//! `fallocate`: the default mode and `KEEP_SIZE` take the range's space on
+//! the NSDs (chunks grow with zeros; what is written stays), so later writes
+//! there do not find the disks full; the default mode also grows the size.
+//! Punching a hole deletes the chunks of the whole blocks inside it and
+//! writes zeros over the partial blocks at its edges; zeroing a range
+//! writes zeros.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
@@ -33,7 +35,7 @@ const ZERO_PIECE: u64 = 1 << 20;
 pub enum Allocate {
     /// Mode 0: the range becomes part of the file (the size grows to cover it).
     Extend,
-    /// `FALLOC_FL_KEEP_SIZE`: reserve without growing. Nothing to do.
+    /// `FALLOC_FL_KEEP_SIZE`: reserve without growing.
     KeepSize,
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`: the range reads as zeros.
     PunchHole,
@@ -193,14 +195,30 @@ impl Client {
             ..SetAttr::default()
         };
         match how {
-            Allocate::KeepSize => Ok(()),
+            Allocate::KeepSize => self.preallocate(&attr, offset, len).await,
             Allocate::Extend => {
-                if end > attr.size {
-                    self.setattr(ino, grow(end)).await?;
-                }
-                Ok(())
+                // Grow first: growing clears whatever lies past the old size.
+                let attr = if end > attr.size {
+                    self.setattr(ino, grow(end)).await?
+                } else {
+                    attr
+                };
+                self.preallocate(&attr, offset, len).await
             }
-            Allocate::PunchHole => self.zero(ino, offset, end.min(attr.size)).await,
+            Allocate::PunchHole => {
+                let end = end.min(attr.size);
+                if attr.inline || offset >= end {
+                    return self.zero(ino, offset, end).await;
+                }
+                let bs = u64::from(attr.layout.block_size.max(1));
+                let (first, last) = (offset.div_ceil(bs), end / bs);
+                if first >= last {
+                    return self.zero(ino, offset, end).await;
+                }
+                self.zero(ino, offset, first * bs).await?;
+                self.zero(ino, last * bs, end).await?;
+                self.punch_blocks(&attr, first, last).await
+            }
             Allocate::ZeroRange { keep_size } => {
                 self.zero(ino, offset, end.min(attr.size)).await?;
                 if !keep_size && end > attr.size {

@@ -127,6 +127,7 @@ mod tests {
                     block_size: 1 << 20,
                 },
                 inline: true,
+                allocated: 0,
             },
         }
     }

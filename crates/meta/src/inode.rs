@@ -1,19 +1,24 @@
 //! The inode record: what the `inodes` table holds for one inode.
 //!
-//! Encoded with postcard. The first field is the record version
-//! ([`INODE_RECORD_V1`]); postcard writes a `u8` as one raw byte, so the
-//! version is the first byte of every record and is checked before the rest
-//! is decoded. A record that does not decode is an [`OpError::Corrupt`] naming
-//! the inode, never a panic.
+//! Encoded with postcard. The first field is the record version; postcard
+//! writes a `u8` as one raw byte, so the version is the first byte of every
+//! record and is checked before the rest is decoded. Version 2
+//! ([`INODE_RECORD_V2`]) is version 1 followed by the bytes allocated to the
+//! file's chunks; a version-1 record reads with the allocation its size
+//! implies (what version 1 reported), and is written back as version 2. A
+//! record that does not decode is an [`OpError::Corrupt`] naming the inode,
+//! never a panic.
 
 use serde::{Deserialize, Serialize};
-use weft_proto::layout::Layout;
+use weft_proto::layout::{round_to_subblock, Layout};
 use weft_proto::types::{Attr, FileKind, Ino, Orphan, Timespec};
 
 use crate::fail::OpError;
 
-/// Version of the inode record this build writes and reads.
+/// The first inode record version: no allocation counter.
 pub(crate) const INODE_RECORD_V1: u8 = 1;
+/// Version of the inode record this build writes (and reads, with V1).
+pub(crate) const INODE_RECORD_V2: u8 = 2;
 
 const S_ISUID: u32 = 0o4000;
 const S_ISGID: u32 = 0o2000;
@@ -23,7 +28,7 @@ pub(crate) const PERM_MASK: u32 = 0o7777;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Inode {
-    /// Always [`INODE_RECORD_V1`] for records this build writes.
+    /// Always [`INODE_RECORD_V2`] in memory and in records this build writes.
     pub version: u8,
     pub kind: FileKind,
     /// `mode & 0o7777`.
@@ -47,6 +52,10 @@ pub(crate) struct Inode {
     pub inline: Option<Vec<u8>>,
     /// A symlink's target.
     pub target: Option<Vec<u8>>,
+    /// Bytes the file's chunks take on the NSDs (every copy), as the
+    /// clients report the NSDs' answers. Encoded after the V1 fields.
+    #[serde(skip)]
+    pub allocated: u64,
 }
 
 impl Inode {
@@ -60,7 +69,7 @@ impl Inode {
         now: Timespec,
     ) -> Self {
         Inode {
-            version: INODE_RECORD_V1,
+            version: INODE_RECORD_V2,
             kind,
             perm: perm & PERM_MASK,
             nlink: 1,
@@ -77,29 +86,47 @@ impl Inode {
             parent: 0,
             inline: None,
             target: None,
+            allocated: 0,
         }
     }
 
     pub(crate) fn encode(&self, ino: Ino) -> Result<Vec<u8>, OpError> {
-        postcard::to_stdvec(self).map_err(|e| OpError::Corrupt {
+        let failed = |e: postcard::Error| OpError::Corrupt {
             ino,
             reason: format!("cannot encode inode record: {e}"),
-        })
+        };
+        let v2 = Inode {
+            version: INODE_RECORD_V2,
+            ..self.clone()
+        };
+        let bytes = postcard::to_stdvec(&v2).map_err(failed)?;
+        postcard::to_extend(&self.allocated, bytes).map_err(failed)
     }
 
     pub(crate) fn decode(ino: Ino, bytes: &[u8]) -> Result<Self, OpError> {
         let corrupt = |reason: String| OpError::Corrupt { ino, reason };
-        match bytes.first() {
+        let version = match bytes.first() {
             None => return Err(corrupt("empty inode record".into())),
-            Some(&INODE_RECORD_V1) => {}
+            Some(&v) if v == INODE_RECORD_V1 || v == INODE_RECORD_V2 => v,
             Some(v) => {
                 return Err(corrupt(format!(
-                    "inode record version {v}, this build reads version {INODE_RECORD_V1}"
+                    "inode record version {v}, this build reads versions \
+                     {INODE_RECORD_V1} and {INODE_RECORD_V2}"
                 )))
             }
-        }
-        let (inode, rest) = postcard::take_from_bytes::<Inode>(bytes)
+        };
+        let (mut inode, rest) = postcard::take_from_bytes::<Inode>(bytes)
             .map_err(|e| corrupt(format!("undecodable inode record: {e}")))?;
+        let rest = if version == INODE_RECORD_V2 {
+            let (allocated, rest) = postcard::take_from_bytes::<u64>(rest)
+                .map_err(|e| corrupt(format!("undecodable allocation of the inode: {e}")))?;
+            inode.allocated = allocated;
+            rest
+        } else {
+            inode.allocated = inode.dense_allocation();
+            rest
+        };
+        inode.version = INODE_RECORD_V2;
         if !rest.is_empty() {
             return Err(corrupt(format!(
                 "{} trailing bytes after the inode record",
@@ -117,6 +144,21 @@ impl Inode {
             }
         }
         Ok(inode)
+    }
+
+    /// What a file of this size takes with no holes: what V1 records report.
+    fn dense_allocation(&self) -> u64 {
+        if self.kind == FileKind::File && self.inline.is_none() {
+            round_to_subblock(self.size, self.layout.block_size)
+        } else {
+            0
+        }
+    }
+
+    /// Applies a change of the chunks' allocation, never below zero (a
+    /// client that crashed before reporting a write leaves it short).
+    pub(crate) fn add_allocated(&mut self, delta: i64) {
+        self.allocated = self.allocated.saturating_add_signed(delta);
     }
 
     pub(crate) fn is_dir(&self) -> bool {
@@ -154,6 +196,7 @@ impl Inode {
             crtime: self.crtime,
             layout: self.layout,
             inline: self.inline.is_some(),
+            allocated: self.allocated,
         }
     }
 
@@ -208,6 +251,7 @@ mod tests {
                         i.inline = inline;
                     }
                     i.target = target;
+                    i.allocated = gen.rotate_left(17);
                     i
                 },
             )
@@ -217,7 +261,7 @@ mod tests {
         #[test]
         fn records_round_trip(i in arb_inode(), ino in any::<u64>()) {
             let bytes = i.encode(ino).unwrap();
-            prop_assert_eq!(bytes[0], INODE_RECORD_V1);
+            prop_assert_eq!(bytes[0], INODE_RECORD_V2);
             prop_assert_eq!(Inode::decode(ino, &bytes).unwrap(), i);
         }
 
@@ -241,10 +285,39 @@ mod tests {
         let mut bytes = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default())
             .encode(77)
             .unwrap();
-        bytes[0] = 2;
+        bytes[0] = 3;
         let msg = Inode::decode(77, &bytes).unwrap_err().to_string();
-        assert!(msg.contains("77") && msg.contains("version 2"), "{msg}");
+        assert!(msg.contains("77") && msg.contains("version 3"), "{msg}");
         assert!(Inode::decode(77, &[]).is_err());
+    }
+
+    #[test]
+    fn version_1_records_read_with_a_dense_allocation() {
+        let mut i = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default());
+        i.layout = Layout::for_new_file(1, 1, 2, 3, 1 << 20);
+        i.size = 5000;
+        i.allocated = 99;
+        // A V1 record: the V2 fields without the allocation after them.
+        let mut v1 = postcard::to_stdvec(&Inode {
+            version: INODE_RECORD_V1,
+            ..i.clone()
+        })
+        .unwrap();
+        let read = Inode::decode(4, &v1).unwrap();
+        assert_eq!(read.version, INODE_RECORD_V2, "upgraded in memory");
+        assert_eq!(read.allocated, 8192, "5000 bytes in 8 KiB subblocks");
+        assert_eq!(Inode::decode(4, &read.encode(4).unwrap()).unwrap(), read);
+        // A V1 record with bytes after it is damaged, as before.
+        v1.push(0);
+        assert!(Inode::decode(4, &v1).is_err());
+        // Inline data and directories take no chunk space.
+        i.inline = Some(vec![0; 5000]);
+        let v1 = postcard::to_stdvec(&Inode {
+            version: INODE_RECORD_V1,
+            ..i
+        })
+        .unwrap();
+        assert_eq!(Inode::decode(4, &v1).unwrap().allocated, 0);
     }
 
     #[test]

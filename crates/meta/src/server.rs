@@ -221,8 +221,16 @@ impl MetaServer {
             MetaRequest::Uninline { ino } => {
                 Response::Attr(self.write(|s| ops::uninline::uninline(s, ctx, ino))?)
             }
-            MetaRequest::Written { ino, end, mtime } => {
-                Response::Attr(self.write(|s| ops::written::written(s, ctx, ino, end, mtime))?)
+            MetaRequest::Written {
+                ino,
+                end,
+                mtime,
+                allocated,
+            } => Response::Attr(
+                self.write(|s| ops::written::written(s, ctx, ino, end, mtime, allocated))?,
+            ),
+            MetaRequest::Allocated { ino, delta } => {
+                Response::Attr(self.write(|s| ops::allocated::allocated(s, ctx, ino, delta))?)
             }
             MetaRequest::SetXattr {
                 ino,
@@ -345,6 +353,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::SetLock { .. } => "setlk",
         MetaRequest::ReleaseLocks { .. } => "release_locks",
         MetaRequest::Sync { .. } => "sync",
+        MetaRequest::Allocated { .. } => "allocated",
     }
 }
 
@@ -455,13 +464,23 @@ mod tests {
                 .prop_map(|(ino, offset, data)| (MetaRequest::WriteInline { ino, offset }, data)),
             ino().prop_map(move |ino| no_data(MetaRequest::ReadInline { ino })),
             ino().prop_map(move |ino| no_data(MetaRequest::Uninline { ino })),
-            (ino(), any::<u64>(), any::<i64>(), any::<u32>()).prop_map(
-                move |(ino, end, secs, nanos)| no_data(MetaRequest::Written {
-                    ino,
-                    end,
-                    mtime: Timespec { secs, nanos }
-                })
-            ),
+            (
+                ino(),
+                any::<u64>(),
+                any::<i64>(),
+                any::<u32>(),
+                any::<i64>()
+            )
+                .prop_map(move |(ino, end, secs, nanos, allocated)| no_data(
+                    MetaRequest::Written {
+                        ino,
+                        end,
+                        mtime: Timespec { secs, nanos },
+                        allocated,
+                    }
+                )),
+            (ino(), any::<i64>())
+                .prop_map(move |(ino, delta)| no_data(MetaRequest::Allocated { ino, delta })),
             (
                 ino(),
                 name(),

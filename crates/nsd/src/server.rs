@@ -116,6 +116,7 @@ impl NsdServer {
 
     fn dispatch(&self, req: NsdRequest, data: &Bytes) -> Result<(Response, Bytes), RequestError> {
         let unit = || (Response::Unit, Bytes::new());
+        let allocated = |delta: i64| (Response::Allocated(delta), Bytes::new());
         match req {
             NsdRequest::Write {
                 nsd,
@@ -125,7 +126,7 @@ impl NsdServer {
             } => self
                 .store(nsd)?
                 .write(&chunk, offset, data, sync)
-                .map(|()| unit()),
+                .map(allocated),
             NsdRequest::Read {
                 nsd,
                 chunk,
@@ -142,7 +143,7 @@ impl NsdServer {
                 ))
             }
             NsdRequest::Truncate { nsd, chunk, len } => {
-                self.store(nsd)?.truncate(&chunk, len).map(|()| unit())
+                self.store(nsd)?.truncate(&chunk, len).map(allocated)
             }
             NsdRequest::DeleteFrom {
                 nsd,
@@ -153,7 +154,7 @@ impl NsdServer {
             } => self
                 .store(nsd)?
                 .delete_from(fs, ino, gen, from_block)
-                .map(|()| unit()),
+                .map(allocated),
             NsdRequest::Sync { nsd, fs, ino, gen } => {
                 self.store(nsd)?.sync_file(fs, ino, gen).map(|()| unit())
             }
@@ -162,6 +163,9 @@ impl NsdServer {
                 Response::Chunks(self.store(nsd)?.list_chunks(fs, ino, gen)?),
                 Bytes::new(),
             )),
+            NsdRequest::Allocate { nsd, chunk, len } => {
+                self.store(nsd)?.allocate(&chunk, len).map(allocated)
+            }
         }
     }
 }
@@ -175,6 +179,7 @@ fn op_name(req: &NsdRequest) -> &'static str {
         NsdRequest::Sync { .. } => "sync",
         NsdRequest::Stats => "stats",
         NsdRequest::ListChunks { .. } => "list_chunks",
+        NsdRequest::Allocate { .. } => "allocate",
     }
 }
 
@@ -183,7 +188,8 @@ fn target_of(req: &NsdRequest) -> (Option<Ino>, Option<u64>) {
     match req {
         NsdRequest::Write { chunk, .. }
         | NsdRequest::Read { chunk, .. }
-        | NsdRequest::Truncate { chunk, .. } => (Some(chunk.ino), Some(chunk.block)),
+        | NsdRequest::Truncate { chunk, .. }
+        | NsdRequest::Allocate { chunk, .. } => (Some(chunk.ino), Some(chunk.block)),
         NsdRequest::DeleteFrom {
             ino, from_block, ..
         } => (Some(*ino), Some(*from_block)),
@@ -199,7 +205,8 @@ fn nsd_of(req: &NsdRequest) -> Option<NsdId> {
         | NsdRequest::Truncate { nsd, .. }
         | NsdRequest::DeleteFrom { nsd, .. }
         | NsdRequest::Sync { nsd, .. }
-        | NsdRequest::ListChunks { nsd, .. } => Some(*nsd),
+        | NsdRequest::ListChunks { nsd, .. }
+        | NsdRequest::Allocate { nsd, .. } => Some(*nsd),
         NsdRequest::Stats => None,
     }
 }

@@ -47,6 +47,13 @@ impl Usage {
         round_to_subblock(u64::from(len), self.block)
     }
 
+    /// How the bytes allocated to one chunk change from `old` to `new`
+    /// length (`None`: absent).
+    pub fn delta(&self, old: Option<u32>, new: Option<u32>) -> i64 {
+        let bytes = |l: Option<u32>| l.map_or(0, |l| self.alloc(l) as i64);
+        bytes(new) - bytes(old)
+    }
+
     fn tail(&self, len: u32) -> u64 {
         if len < self.block {
             self.alloc(len)

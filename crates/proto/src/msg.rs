@@ -74,7 +74,9 @@ pub enum NsdRequest {
         offset: u32,
         len: u32,
     },
-    /// Shortens (or, with `len` 0, deletes) one chunk.
+    /// Shortens (or, with `len` 0, deletes) one chunk. Answered, like
+    /// `Write`, `DeleteFrom` and `Allocate`, with the change of the bytes
+    /// the NSD allocates to the file.
     Truncate {
         nsd: NsdId,
         chunk: ChunkId,
@@ -103,6 +105,13 @@ pub enum NsdRequest {
         fs: FsId,
         ino: Ino,
         gen: u64,
+    },
+    /// Makes the chunk at least `len` bytes long (creating it), the new
+    /// bytes zeros with their space taken: fallocate's preallocation.
+    Allocate {
+        nsd: NsdId,
+        chunk: ChunkId,
+        len: u32,
     },
 }
 
@@ -175,11 +184,13 @@ pub enum MetaRequest {
         ino: Ino,
     },
     /// Records data written to chunks: size becomes at least `end`, mtime and
-    /// ctime are set, suid/sgid cleared.
+    /// ctime are set, suid/sgid cleared; the chunks' allocation changed by
+    /// `allocated` bytes (as the NSDs answered the writes).
     Written {
         ino: Ino,
         end: u64,
         mtime: Timespec,
+        allocated: i64,
     },
     SetXattr {
         ino: Ino,
@@ -247,6 +258,12 @@ pub enum MetaRequest {
     Sync {
         ino: Ino,
     },
+    /// The chunks' allocation of a regular file changed by `delta` bytes
+    /// (truncate, hole punching, preallocation); never below zero.
+    Allocated {
+        ino: Ino,
+        delta: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,6 +321,8 @@ pub enum Response {
     Lock(LockReply),
     /// Chunks of a file on one NSD: (block, length), in block order.
     Chunks(Vec<(u64, u32)>),
+    /// How many bytes the NSD allocates to the file changed by.
+    Allocated(i64),
 }
 
 #[cfg(test)]

@@ -98,6 +98,9 @@ pub struct Attr {
     pub layout: Layout,
     /// The file's bytes are held in the inode record (small files).
     pub inline: bool,
+    /// Bytes the file's chunks occupy on the NSDs, every copy counted
+    /// (holes take none; data in the inode takes none).
+    pub allocated: u64,
 }
 
 /// A time to set: the server's clock, or a given instant.

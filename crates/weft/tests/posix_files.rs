@@ -311,7 +311,6 @@ fn offsets_past_4_gib() {
 }
 
 #[test]
-#[ignore = "needs client support: st_blocks from the chunks actually present (sparse files count only written blocks)"]
 fn sparse_files_use_few_blocks() {
     let m = FX.get();
     let d = m.dir("sparse-blocks");
@@ -447,6 +446,79 @@ fn fallocate_modes() {
     let ro = assert_ok("open ro", open(&f, libc::O_RDONLY, 0));
     assert_errno("read-only fd", fallocate(ro, 0, 0, 10), libc::EBADF);
     close(ro);
+}
+
+/// Bytes the file takes, from st_blocks.
+fn allocated(f: &Path) -> u64 {
+    std::fs::metadata(f).unwrap().blocks() * 512
+}
+
+#[test]
+fn fallocate_takes_space_and_punching_gives_it_back() {
+    const BLOCK: u64 = 64 << 10;
+    let m = FX.get();
+    let d = m.dir("fallocate-space");
+    let f = d.join("f");
+    std::fs::write(&f, pattern(3, 10 * BLOCK as usize)).unwrap();
+    assert_eq!(allocated(&f), 10 * BLOCK, "ten full blocks");
+    // Punch four whole blocks and parts of their neighbours.
+    let fd = assert_ok("open", open(&f, libc::O_RDWR, 0));
+    let keep = libc::FALLOC_FL_KEEP_SIZE;
+    assert_ok(
+        "punch",
+        fallocate(
+            fd,
+            libc::FALLOC_FL_PUNCH_HOLE | keep,
+            2 * BLOCK - 100,
+            4 * BLOCK + 200,
+        ),
+    );
+    assert_eq!(allocated(&f), 6 * BLOCK, "blocks 2..6 freed, edges kept");
+    assert_eq!(lseek(fd, 0, libc::SEEK_HOLE), Ok(2 * BLOCK as i64));
+    assert_eq!(
+        lseek(fd, 2 * BLOCK as i64, libc::SEEK_DATA),
+        Ok(6 * BLOCK as i64)
+    );
+    // KEEP_SIZE takes space past the end; the size stays.
+    assert_ok("keep size", fallocate(fd, keep, 10 * BLOCK, 4 * BLOCK));
+    let md = std::fs::metadata(&f).unwrap();
+    assert_eq!((md.len(), md.blocks() * 512), (10 * BLOCK, 10 * BLOCK));
+    // Refilling the hole takes its space again, and only that.
+    assert_ok("refill", fallocate(fd, 0, 2 * BLOCK, 4 * BLOCK));
+    assert_eq!(allocated(&f), 14 * BLOCK);
+    // More than the disks hold: ENOSPC, nothing taken.
+    assert_errno("too big", fallocate(fd, keep, 0, 1 << 50), libc::ENOSPC);
+    assert_eq!(allocated(&f), 14 * BLOCK);
+    close(fd);
+    let back = std::fs::read(&f).unwrap();
+    let want = pattern(3, 10 * BLOCK as usize);
+    let hole = (2 * BLOCK - 100) as usize..(6 * BLOCK + 100) as usize;
+    assert_eq!(back.len(), want.len());
+    assert_eq!(&back[..hole.start], &want[..hole.start]);
+    assert!(
+        back[hole.clone()].iter().all(|b| *b == 0),
+        "the hole reads as zeros"
+    );
+    assert_eq!(&back[hole.end..], &want[hole.end..]);
+    // A new file preallocated in default mode: size and space, zeros.
+    let g = d.join("g");
+    let fd = assert_ok("create", open(&g, libc::O_CREAT | libc::O_RDWR, 0o644));
+    assert_ok("default", fallocate(fd, 0, 0, 3 * BLOCK + 1));
+    close(fd);
+    let md = std::fs::metadata(&g).unwrap();
+    assert_eq!(md.len(), 3 * BLOCK + 1);
+    assert!(md.blocks() * 512 > 3 * BLOCK, "{} blocks", md.blocks());
+    assert!(std::fs::read(&g).unwrap().iter().all(|b| *b == 0));
+    // Truncating gives the space back.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&g)
+        .unwrap()
+        .set_len(BLOCK)
+        .unwrap();
+    assert_eq!(allocated(&g), BLOCK);
+    std::fs::File::create(&g).unwrap();
+    assert_eq!(allocated(&g), 0, "O_TRUNC");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! commits; an error aborts the whole transaction, so a body may fail after
 //! writing. The shared look-ups live in this module.
 
+pub(crate) mod allocated;
 pub(crate) mod counters;
 pub(crate) mod create;
 pub(crate) mod get_xattr;

@@ -1,13 +1,15 @@
 //! `Written`: data reached the chunks up to `end`. Size becomes at least
 //! `end`, mtime the given time, ctime now; set-user-id is cleared, and
-//! set-group-id with group-execute. Only a chunked regular file: an inline
-//! file is written with `WriteInline` (or uninlined first) → `Invalid`.
+//! set-group-id with group-execute; the chunks' allocation moves by what the
+//! NSDs answered. Only a chunked regular file: an inline file is written
+//! with `WriteInline` (or uninlined first) → `Invalid`.
 
 use weft_proto::types::{Attr, FileKind, Ino, Timespec};
 use weft_proto::ErrorKind;
 
 use super::{load, Ctx};
 use crate::fail::{refuse, OpError};
+use crate::inode::Inode;
 use crate::store::WriteStore;
 
 pub(crate) fn written(
@@ -16,23 +18,10 @@ pub(crate) fn written(
     ino: Ino,
     end: u64,
     mtime: Timespec,
+    allocated: i64,
 ) -> Result<Attr, OpError> {
     let mut inode = load(s, ino)?;
-    match inode.kind {
-        FileKind::File => {}
-        FileKind::Dir => {
-            return Err(refuse(
-                ErrorKind::IsDir,
-                format!("inode {ino} is a directory"),
-            ))
-        }
-        other => {
-            return Err(refuse(
-                ErrorKind::Invalid,
-                format!("inode {ino} is a {other:?}, not a regular file"),
-            ))
-        }
-    }
+    require_file(&inode, ino)?;
     if inode.inline.is_some() {
         return Err(refuse(
             ErrorKind::Invalid,
@@ -49,8 +38,30 @@ pub(crate) fn written(
     inode.mtime = mtime;
     inode.ctime = ctx.now;
     inode.kill_suid();
+    inode.add_allocated(allocated);
     s.put_inode(ino, &inode)?;
     Ok(inode.attr(ino))
+}
+
+/// Refuses anything but a regular file: `IsDir` for a directory, `Invalid`
+/// for the other kinds.
+pub(crate) fn require_file(inode: &Inode, ino: Ino) -> Result<(), OpError> {
+    match inode.kind {
+        FileKind::File => {}
+        FileKind::Dir => {
+            return Err(refuse(
+                ErrorKind::IsDir,
+                format!("inode {ino} is a directory"),
+            ))
+        }
+        other => {
+            return Err(refuse(
+                ErrorKind::Invalid,
+                format!("inode {ino} is a {other:?}, not a regular file"),
+            ))
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -65,6 +76,7 @@ mod tests {
             ino,
             end,
             mtime: Timespec { secs, nanos: 0 },
+            allocated: 4096,
         }
     }
 
@@ -78,6 +90,7 @@ mod tests {
         let c = fx.attr(written(a.ino, 50, 43));
         assert_eq!((c.size, c.mtime.secs), (100, 43));
         assert_eq!(fx.getattr(a.ino), c);
+        assert_eq!(c.allocated, 8192, "two writes of 4 KiB each");
         let g = fx.make(ROOT_INO, "g", NewNode::File, 0o2745);
         assert_eq!(fx.attr(written(g.ino, 1, 1)).perm, 0o2745);
     }

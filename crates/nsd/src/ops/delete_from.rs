@@ -13,17 +13,19 @@ use crate::store::Store;
 impl Store {
     /// Deletes every chunk of the file whose block is `from_block` or more,
     /// then the file's directory if nothing is left. Absent chunks are fine.
+    /// Returns how the bytes allocated to the file changed.
     pub fn delete_from(
         &self,
         fs: FsId,
         ino: Ino,
         gen: u64,
         from_block: u64,
-    ) -> Result<(), RequestError> {
+    ) -> Result<i64, RequestError> {
         let dir = self.paths.file_dir(fs, ino, gen);
         let Some(names) = self.file_entries(&dir)? else {
-            return Ok(());
+            return Ok(0);
         };
+        let mut freed = 0;
         for entry in names {
             let name = entry.file_name();
             let parsed = name.to_str().map_or(Entry::Other, parse_entry);
@@ -40,7 +42,7 @@ impl Store {
                     if let Some(file) =
                         chunk_file::open(&path, false).map_err(|e| self.io("open", &path, e))?
                     {
-                        self.remove_chunk(&path, &file)?;
+                        freed += self.remove_chunk(&path, &file)?;
                     }
                 }
                 Entry::Tmp(block) if block >= from_block => {
@@ -67,6 +69,6 @@ impl Store {
             }
         }
         self.remove_dir_if_empty(fs, ino, gen);
-        Ok(())
+        Ok(freed)
     }
 }

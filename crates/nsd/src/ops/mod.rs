@@ -3,6 +3,7 @@
 //! Every operation on a chunk holds the chunk's stripe of the lock table for
 //! its whole duration, so requests on one chunk never interleave.
 
+mod allocate;
 mod delete_from;
 mod list_chunks;
 mod read;

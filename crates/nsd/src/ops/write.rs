@@ -22,19 +22,31 @@ use crate::update::plan_write;
 impl Store {
     /// Writes `data` at `offset`; the gap before `offset` reads as zeros.
     /// An empty write changes nothing. With `sync` the chunk (and any
-    /// directory entry the write made) is durable on return.
+    /// directory entry the write made) is durable on return. Returns how
+    /// the bytes allocated to the chunk changed.
     pub fn write(
         &self,
         c: &ChunkId,
         offset: u32,
         data: &[u8],
         sync: bool,
-    ) -> Result<(), RequestError> {
+    ) -> Result<i64, RequestError> {
         self.check_range(u64::from(offset), data.len() as u64)?;
         if data.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let _guard = self.locks.lock(c);
+        self.write_locked(c, offset, data, sync)
+    }
+
+    /// [`Store::write`] with the chunk's lock held by the caller.
+    pub(crate) fn write_locked(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        sync: bool,
+    ) -> Result<i64, RequestError> {
         let path = self.paths.chunk(c);
         let Some(file) = chunk_file::open(&path, true).map_err(|e| self.io("open", &path, e))?
         else {
@@ -66,7 +78,7 @@ impl Store {
         offset: u32,
         data: &[u8],
         sync: bool,
-    ) -> Result<(), RequestError> {
+    ) -> Result<i64, RequestError> {
         let header = plan_write(&ChunkHeader::empty(), offset, data, |_| Err(()))
             .map_err(|()| self.internal("a new chunk needed old bytes"))?;
         self.reserve(old, Some(header.len))?;
@@ -99,7 +111,7 @@ impl Store {
                 self.sync_dir(parent)?;
             }
         }
-        Ok(())
+        Ok(self.usage.delta(old, Some(header.len)))
     }
 
     /// Creates the temporary file, and the file's directory if needed.
@@ -151,7 +163,7 @@ impl Store {
         offset: u32,
         data: &[u8],
         sync: bool,
-    ) -> Result<(), RequestError> {
+    ) -> Result<i64, RequestError> {
         let old = &loaded.header;
         let new = plan_write(old, offset, data, |p| chunk_file::read_piece(file, old, p))
             .map_err(|e| self.chunk_error(c, path, e))?;
@@ -173,6 +185,7 @@ impl Store {
         io().map_err(|e| {
             self.usage.revert(Some(old.len), Some(new.len));
             self.io("write", path, e)
-        })
+        })?;
+        Ok(self.usage.delta(Some(old.len), Some(new.len)))
     }
 }

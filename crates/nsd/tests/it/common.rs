@@ -68,7 +68,18 @@ impl Env {
     }
 
     pub fn write_ok(&self, nsd: NsdId, chunk: ChunkId, offset: u32, data: &[u8]) {
-        assert_eq!(self.write(nsd, chunk, offset, data), Response::Unit);
+        assert!(
+            matches!(self.write(nsd, chunk, offset, data), Response::Allocated(_)),
+            "write refused"
+        );
+    }
+
+    /// The allocation change an answer reports; panics on anything else.
+    pub fn delta(&self, resp: Response) -> i64 {
+        match resp {
+            Response::Allocated(d) => d,
+            other => panic!("expected an allocation change, got {other:?}"),
+        }
     }
 
     pub fn read(&self, nsd: NsdId, chunk: ChunkId, offset: u32, len: u32) -> (Response, Bytes) {
@@ -115,6 +126,10 @@ impl Env {
 
     pub fn truncate(&self, nsd: NsdId, chunk: ChunkId, len: u32) -> Response {
         self.request(NsdRequest::Truncate { nsd, chunk, len })
+    }
+
+    pub fn allocate(&self, nsd: NsdId, chunk: ChunkId, len: u32) -> Response {
+        self.request(NsdRequest::Allocate { nsd, chunk, len })
     }
 
     pub fn stats(&self) -> Vec<NsdStat> {

@@ -2,7 +2,6 @@
 
 use proptest::prelude::*;
 use weft_proto::layout::round_to_subblock;
-use weft_proto::msg::Response;
 
 use crate::common::*;
 
@@ -36,17 +35,19 @@ proptest! {
         let mut e = env();
         let c = chunk(77, 2);
         let mut model: Option<Vec<u8>> = None;
+        // Every answer's allocation change, summed, is the NSD's usage.
+        let mut allocated = 0i64;
         for op in &ops {
             match *op {
                 Op::Write { off, len, seed } => {
                     let data = pattern(seed, len);
-                    prop_assert_eq!(e.write(1, c, off, &data), Response::Unit);
+                    allocated += e.delta(e.write(1, c, off, &data));
                     if len > 0 {
                         model_write(model.get_or_insert_with(Vec::new), off as usize, &data);
                     }
                 }
                 Op::Truncate { len } => {
-                    prop_assert_eq!(e.truncate(1, c, len), Response::Unit);
+                    allocated += e.delta(e.truncate(1, c, len));
                     if len == 0 {
                         model = None;
                     } else if let Some(m) = model.as_mut() {
@@ -55,6 +56,7 @@ proptest! {
                 }
                 Op::Reopen => e.reopen(),
             }
+            prop_assert_eq!(allocated, e.stat(1).used as i64);
             prop_assert_eq!(e.read_all(1, c), model.clone());
             let st = e.stat(1);
             let len = model.as_ref().map_or(0, |m| m.len() as u64);

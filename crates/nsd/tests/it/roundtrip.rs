@@ -136,10 +136,14 @@ fn truncate_shortens_and_deletes() {
     let data = pattern(5, 3 * PIECE);
     e.write_ok(1, c, 0, &data);
     // Cut inside piece 1: the last piece's checksum is recomputed.
-    assert_eq!(e.truncate(1, c, PIECE as u32 + 123), Response::Unit);
+    // 192 KiB down to 64 KiB + 123 bytes, in 4 KiB subblocks.
+    assert_eq!(
+        e.truncate(1, c, PIECE as u32 + 123),
+        Response::Allocated(-(124 << 10))
+    );
     assert_eq!(e.read_all(1, c).unwrap(), &data[..PIECE + 123]);
     // Longer than the chunk: nothing changes.
-    assert_eq!(e.truncate(1, c, 2 * PIECE as u32), Response::Unit);
+    assert_eq!(e.truncate(1, c, 2 * PIECE as u32), Response::Allocated(0));
     assert_eq!(e.read_all(1, c).unwrap(), &data[..PIECE + 123]);
     // Bytes cut off never come back through a later gap.
     e.write_ok(1, c, 2 * PIECE as u32, &[1]);
@@ -149,13 +153,13 @@ fn truncate_shortens_and_deletes() {
     // Length 0 deletes the chunk, and its directory when empty.
     let path = e.server.chunk_path(1, &c).unwrap();
     assert!(path.exists());
-    assert_eq!(e.truncate(1, c, 0), Response::Unit);
+    assert_eq!(e.truncate(1, c, 0), Response::Allocated(-(132 << 10)));
     assert_eq!(e.read_all(1, c), None);
     assert!(!path.exists());
     assert!(!path.parent().unwrap().exists());
     // Absent is fine.
-    assert_eq!(e.truncate(1, c, 0), Response::Unit);
-    assert_eq!(e.truncate(1, chunk(99, 0), 10), Response::Unit);
+    assert_eq!(e.truncate(1, c, 0), Response::Allocated(0));
+    assert_eq!(e.truncate(1, chunk(99, 0), 10), Response::Allocated(0));
     assert_eq!(e.stat(1).used, 0);
 }
 
@@ -173,7 +177,7 @@ fn delete_from_removes_later_blocks() {
         gen: 1,
         from_block,
     };
-    assert_eq!(e.request(del(2)), Response::Unit);
+    assert_eq!(e.request(del(2)), Response::Allocated(-3 * (4 << 10)));
     for b in 0..2 {
         assert_eq!(e.read_all(1, chunk(3, b)).unwrap(), pattern(b, 1000));
     }
@@ -181,12 +185,12 @@ fn delete_from_removes_later_blocks() {
         assert_eq!(e.read_all(1, chunk(3, b)), None);
     }
     assert_eq!(e.stat(1).chunks, 3);
-    assert_eq!(e.request(del(0)), Response::Unit);
+    assert_eq!(e.request(del(0)), Response::Allocated(-2 * (4 << 10)));
     let dir = e.server.chunk_path(1, &chunk(3, 0)).unwrap();
     assert!(!dir.parent().unwrap().exists(), "file directory removed");
     assert_eq!(e.read_all(1, chunk(4, 3)).unwrap(), vec![1; 10]);
     // Absent file, other generation: fine.
-    assert_eq!(e.request(del(0)), Response::Unit);
+    assert_eq!(e.request(del(0)), Response::Allocated(0));
     assert_eq!(e.stat(1).chunks, 1);
 }
 
@@ -203,7 +207,7 @@ fn sync_and_synced_writes() {
         },
         pattern(6, 5000).into(),
     );
-    assert_eq!(resp, Response::Unit);
+    assert_eq!(resp, Response::Allocated(8 << 10));
     // In place, synced.
     let (resp, _) = e.server.handle(
         NsdRequest::Write {
@@ -214,7 +218,7 @@ fn sync_and_synced_writes() {
         },
         vec![0xee; 10].into(),
     );
-    assert_eq!(resp, Response::Unit);
+    assert_eq!(resp, Response::Allocated(0));
     let sync = |ino| NsdRequest::Sync {
         nsd: 2,
         fs: 1,
@@ -277,9 +281,33 @@ fn list_chunks_gives_blocks_and_lengths_in_order() {
         e.request(list(3)),
         Response::Chunks(vec![(0, 100), (2, 102), (7, 107)])
     );
-    assert_eq!(e.truncate(1, chunk(3, 2), 0), Response::Unit);
+    assert_eq!(
+        e.truncate(1, chunk(3, 2), 0),
+        Response::Allocated(-(4 << 10))
+    );
     assert_eq!(
         e.request(list(3)),
         Response::Chunks(vec![(0, 100), (7, 107)])
     );
+}
+
+#[test]
+fn allocate_grows_with_zeros_and_keeps_data() {
+    let e = env();
+    let c = chunk(9, 1);
+    assert_eq!(e.allocate(1, c, 10_000), Response::Allocated(12 << 10));
+    assert_eq!(e.read_all(1, c).unwrap(), vec![0; 10_000]);
+    e.write_ok(1, c, 100, b"kept");
+    assert_eq!(e.allocate(1, c, 50), Response::Allocated(0), "long enough");
+    assert_eq!(
+        e.allocate(1, c, 3 * PIECE as u32),
+        Response::Allocated(180 << 10)
+    );
+    let got = e.read_all(1, c).unwrap();
+    assert_eq!(got.len(), 3 * PIECE);
+    assert_eq!(&got[100..104], b"kept");
+    assert!(got[..100].iter().chain(&got[104..]).all(|b| *b == 0));
+    assert_eq!(e.stat(1).used, 192 << 10);
+    let err = error_of(e.allocate(1, c, BS + 1));
+    assert_eq!(err.kind, weft_proto::ErrorKind::Invalid);
 }
