@@ -18,6 +18,7 @@ use weft_proto::{ErrorKind, Request, Response};
 
 use crate::cluster::{unexpected, Cluster};
 use crate::data::{DataPath, FileData};
+use crate::lease::LeaseKeeper;
 use crate::pagepool::{BlockKey, PagePool, PagePoolStats};
 use crate::writeback::{extent_bytes, Added, WriteBehind};
 use crate::ClientError;
@@ -136,6 +137,7 @@ pub struct Client {
     pool: Arc<PagePool>,
     config: ClientConfig,
     files: Mutex<HashMap<Ino, Arc<OpenFile>>>,
+    lease: LeaseKeeper,
 }
 
 fn file_data(a: &Attr) -> FileData {
@@ -172,6 +174,7 @@ impl Client {
             cluster,
             fs,
             files: Mutex::new(HashMap::new()),
+            lease: LeaseKeeper::default(),
         }))
     }
 
@@ -303,6 +306,12 @@ impl Client {
             self.pool.invalidate_block(&block_key(&f, block));
         }
         self.note_allocated(attr.ino, delta).await
+    }
+
+    /// Keeps this client's locks alive from now on (see `lease`).
+    pub(crate) fn keep_locks_alive(&self) {
+        self.lease
+            .start(self.cluster.clone(), self.fs.clone(), self.lock_client_id());
     }
 
     /// Records an allocation change: with the next commit of an open file,

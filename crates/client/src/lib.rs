@@ -12,11 +12,13 @@
 //!   covers it commits in metadata.
 //! - `pagepool`: the bounded block cache (read-ahead) and write-behind budget;
 //!   `writeback`: per-file gathering of writes into blocks flushed in the background.
+//! - `lease`: keeps the locks this client holds alive on the meta shards.
 
 mod client;
 pub mod cluster;
 mod data;
 mod error;
+mod lease;
 mod pagepool;
 mod posix;
 mod writeback;

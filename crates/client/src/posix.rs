@@ -20,7 +20,9 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{Attr, ByteLock, FileKind, Ino, LockReply, NewNode, SetAttr, NAME_MAX};
+use weft_proto::types::{
+    Attr, ByteLock, FileKind, Ino, LockKind, LockReply, NewNode, SetAttr, NAME_MAX,
+};
 use weft_proto::{ErrorKind, Response};
 
 use crate::client::Client;
@@ -140,8 +142,13 @@ impl Client {
     /// (then the conflicting lock comes back; the caller retries for
     /// `F_SETLKW`).
     pub async fn setlk(&self, ino: Ino, lock: ByteLock) -> Result<LockReply, ClientError> {
-        self.lock_call(ino, MetaRequest::SetLock { ino, lock }, "setlk")
-            .await
+        let reply = self
+            .lock_call(ino, MetaRequest::SetLock { ino, lock }, "setlk")
+            .await?;
+        if reply == LockReply::Granted && lock.kind != LockKind::Unlock {
+            self.keep_locks_alive();
+        }
+        Ok(reply)
     }
 
     /// Drops every lock `owner` of this client holds on `ino`.

@@ -11,12 +11,18 @@
 //! (`start..=end`).
 //!
 //! Locks are not persistent: a restart of the meta role drops them, as a
-//! reboot drops a local file system's locks. Not yet: dropping the locks of
-//! a client that vanished without releasing them (leases), deadlock
-//! detection (`EDEADLK`).
+//! reboot drops a local file system's locks.
+//!
+//! Leases: with a lease time, every lock request of a client and its
+//! `RenewLease` requests (sent every third of the lease while it lives)
+//! count as signs of life; the locks of a client not heard from for a whole
+//! lease are dropped, so a client that vanished (crash, lost node) does not
+//! block the others for ever — GPFS's failure detection time plays the
+//! same part. Not yet: deadlock detection (`EDEADLK`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use weft_proto::types::{ByteLock, Ino, LockKind, LockReply};
 use weft_proto::ErrorKind;
@@ -25,7 +31,50 @@ use crate::fail::{refuse, OpError};
 
 #[derive(Default)]
 pub(crate) struct LockTable {
-    inodes: Mutex<HashMap<Ino, Vec<ByteLock>>>,
+    /// How long a client's locks outlive its last sign of life; `None`:
+    /// for ever.
+    lease: Option<Duration>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    inodes: HashMap<Ino, Vec<ByteLock>>,
+    /// When each client was last heard from.
+    seen: HashMap<u64, Instant>,
+}
+
+impl State {
+    /// Notes a sign of life of `client`, then drops the locks of every
+    /// client whose lease ran out.
+    fn heard(&mut self, client: u64, now: Instant, lease: Option<Duration>) {
+        self.seen.insert(client, now);
+        let Some(lease) = lease else {
+            return;
+        };
+        let gone: Vec<u64> = self
+            .seen
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) > lease)
+            .map(|(c, _)| *c)
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        for c in &gone {
+            self.seen.remove(c);
+        }
+        let mut dropped = 0usize;
+        self.inodes.retain(|_, held| {
+            let before = held.len();
+            held.retain(|h| !gone.contains(&h.client));
+            dropped += before - held.len();
+            !held.is_empty()
+        });
+        if dropped > 0 {
+            tracing::warn!(clients = ?gone, locks = dropped, lease_ms = lease.as_millis() as u64, "dropped the locks of clients not heard from within the lease");
+        }
+    }
 }
 
 fn same_holder(a: &ByteLock, b: &ByteLock) -> bool {
@@ -53,10 +102,23 @@ fn check_range(l: &ByteLock) -> Result<(), OpError> {
 }
 
 impl LockTable {
-    fn with<R>(&self, f: impl FnOnce(&mut HashMap<Ino, Vec<ByteLock>>) -> R) -> R {
-        // The map stays consistent whatever a panicking holder did: every
+    /// A table whose clients' locks go after `lease` without a sign of life.
+    pub(crate) fn with_lease(lease: Option<Duration>) -> LockTable {
+        LockTable {
+            lease,
+            state: Mutex::default(),
+        }
+    }
+
+    /// The lease time, or zero when locks never expire.
+    pub(crate) fn lease(&self) -> Duration {
+        self.lease.unwrap_or_default()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        // The maps stay consistent whatever a panicking holder did: every
         // change below is a single push/retain/replace.
-        match self.inodes.lock() {
+        match self.state.lock() {
             Ok(mut m) => f(&mut m),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
@@ -64,12 +126,18 @@ impl LockTable {
 
     /// `F_GETLK`: the first lock of another holder that conflicts with `want`.
     pub(crate) fn get(&self, ino: Ino, want: &ByteLock) -> Result<LockReply, OpError> {
+        self.get_at(ino, want, Instant::now())
+    }
+
+    fn get_at(&self, ino: Ino, want: &ByteLock, now: Instant) -> Result<LockReply, OpError> {
         check_range(want)?;
         if want.kind == LockKind::Unlock {
             return Err(refuse(ErrorKind::Invalid, "F_GETLK of an unlock"));
         }
-        Ok(self.with(|m| {
-            m.get(&ino)
+        Ok(self.with(|st| {
+            st.heard(want.client, now, self.lease);
+            st.inodes
+                .get(&ino)
                 .and_then(|held| held.iter().find(|h| conflicts(h, want)).copied())
                 .map_or(LockReply::Granted, LockReply::Conflict)
         }))
@@ -77,8 +145,14 @@ impl LockTable {
 
     /// `F_SETLK`: takes or releases `req` unless another holder conflicts.
     pub(crate) fn set(&self, ino: Ino, req: &ByteLock) -> Result<LockReply, OpError> {
+        self.set_at(ino, req, Instant::now())
+    }
+
+    fn set_at(&self, ino: Ino, req: &ByteLock, now: Instant) -> Result<LockReply, OpError> {
         check_range(req)?;
-        Ok(self.with(|m| {
+        Ok(self.with(|st| {
+            st.heard(req.client, now, self.lease);
+            let m = &mut st.inodes;
             let held = m.entry(ino).or_default();
             if req.kind != LockKind::Unlock {
                 if let Some(c) = held.iter().find(|h| conflicts(h, req)) {
@@ -99,20 +173,30 @@ impl LockTable {
 
     /// Drops every lock of `(client, owner)` on `ino`.
     pub(crate) fn release(&self, ino: Ino, client: u64, owner: u64) {
-        self.with(|m| {
-            if let Some(held) = m.get_mut(&ino) {
+        self.with(|st| {
+            st.heard(client, Instant::now(), self.lease);
+            if let Some(held) = st.inodes.get_mut(&ino) {
                 held.retain(|h| !(h.client == client && h.owner == owner));
                 if held.is_empty() {
-                    m.remove(&ino);
+                    st.inodes.remove(&ino);
                 }
             }
         });
     }
 
+    /// A client's sign of life: its locks live for another lease.
+    pub(crate) fn renew(&self, client: u64) {
+        self.renew_at(client, Instant::now());
+    }
+
+    fn renew_at(&self, client: u64, now: Instant) {
+        self.with(|st| st.heard(client, now, self.lease));
+    }
+
     /// Every lock held on `ino` (tests and diagnostics).
     #[cfg(test)]
     pub(crate) fn held(&self, ino: Ino) -> Vec<ByteLock> {
-        self.with(|m| m.get(&ino).cloned().unwrap_or_default())
+        self.with(|st| st.inodes.get(&ino).cloned().unwrap_or_default())
     }
 }
 
@@ -250,6 +334,44 @@ mod tests {
         assert_eq!(t.held(9), [lk(2, LockKind::Read, 12, 15)]);
         t.release(9, 1, 2);
         assert!(t.held(9).is_empty());
+    }
+
+    #[test]
+    fn locks_of_a_silent_client_go_after_the_lease() {
+        let lease = Duration::from_secs(10);
+        let t = LockTable::with_lease(Some(lease));
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut a = lk(1, LockKind::Write, 0, 9);
+        a.client = 7;
+        let mut b = lk(2, LockKind::Write, 0, 9);
+        b.client = 8;
+        let mut c = lk(3, LockKind::Write, 100, 109);
+        c.client = 9;
+        assert_eq!(t.set_at(9, &a, t0).unwrap(), LockReply::Granted);
+        assert_eq!(t.set_at(9, &c, t0).unwrap(), LockReply::Granted);
+        // Client 9 keeps renewing; client 7 falls silent.
+        t.renew_at(9, at(8));
+        assert_eq!(t.set_at(9, &b, at(9)).unwrap(), LockReply::Conflict(a));
+        assert_eq!(
+            t.set_at(9, &b, at(11)).unwrap(),
+            LockReply::Granted,
+            "7 expired"
+        );
+        assert_eq!(t.held(9).len(), 2);
+        t.renew_at(9, at(16));
+        assert_eq!(
+            t.get_at(9, &lk(4, LockKind::Read, 100, 100), at(20))
+                .unwrap(),
+            LockReply::Conflict(c),
+            "the renewing client keeps its lock"
+        );
+        // Without a lease nothing ever expires.
+        let forever = LockTable::default();
+        assert_eq!(forever.set_at(9, &a, t0).unwrap(), LockReply::Granted);
+        let late = t0 + Duration::from_secs(1_000_000);
+        assert_eq!(forever.set_at(9, &b, late).unwrap(), LockReply::Conflict(a));
+        assert_eq!(forever.lease(), Duration::ZERO);
     }
 
     #[test]

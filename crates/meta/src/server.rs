@@ -8,6 +8,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
@@ -49,12 +50,13 @@ impl MetaServer {
             },
         );
         tracing::info!(path = %path.display(), fs = spec.fs, shard = spec.shard, "metadata shard open");
+        let lease = (spec.lock_lease_ms > 0).then(|| Duration::from_millis(spec.lock_lease_ms));
         Ok(MetaServer {
             db,
             flusher,
             spec,
             path: path.to_owned(),
-            locks: LockTable::default(),
+            locks: LockTable::with_lease(lease),
         })
     }
 
@@ -170,6 +172,12 @@ impl MetaServer {
             MetaRequest::ReleaseLocks { ino, client, owner } => {
                 self.locks.release(ino, client, owner);
                 Response::Unit
+            }
+            MetaRequest::RenewLease { client, .. } => {
+                self.locks.renew(client);
+                Response::Lease {
+                    ms: self.locks.lease().as_millis() as u64,
+                }
             }
             MetaRequest::Unlink { parent, name } => Response::Unlinked {
                 orphan: self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?,
@@ -354,6 +362,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::ReleaseLocks { .. } => "release_locks",
         MetaRequest::Sync { .. } => "sync",
         MetaRequest::Allocated { .. } => "allocated",
+        MetaRequest::RenewLease { .. } => "renew_lease",
     }
 }
 
@@ -481,6 +490,8 @@ mod tests {
                 )),
             (ino(), any::<i64>())
                 .prop_map(move |(ino, delta)| no_data(MetaRequest::Allocated { ino, delta })),
+            (ino(), any::<u64>())
+                .prop_map(move |(ino, client)| no_data(MetaRequest::RenewLease { ino, client })),
             (
                 ino(),
                 name(),

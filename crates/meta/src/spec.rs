@@ -33,6 +33,9 @@ pub struct MetaSpec {
     /// With `durable` off: make commits durable together every this many
     /// milliseconds (group commit); 0 leaves it to `Sync` requests and close.
     pub sync_interval_ms: u32,
+    /// Locks of a client not heard from for this many milliseconds are
+    /// dropped (GPFS's failure detection time); 0 keeps them for ever.
+    pub lock_lease_ms: u64,
 }
 
 impl MetaSpec {

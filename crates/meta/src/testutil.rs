@@ -25,6 +25,7 @@ pub(crate) fn spec() -> MetaSpec {
         data_in_inode: false,
         durable: false,
         sync_interval_ms: 0,
+        lock_lease_ms: 0,
     }
 }
 

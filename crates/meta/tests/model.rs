@@ -271,6 +271,7 @@ impl Shard {
             data_in_inode: false,
             durable: false,
             sync_interval_ms: 0,
+            lock_lease_ms: 0,
         };
         let srv = MetaServer::open(&dir.path().join("s.redb"), spec).unwrap();
         Shard { _dir: dir, srv }

@@ -264,6 +264,12 @@ pub enum MetaRequest {
         ino: Ino,
         delta: i64,
     },
+    /// A client's sign of life: the locks it holds on the shard (`ino`
+    /// routes it) live for another lease. Answered with `Lease`.
+    RenewLease {
+        ino: Ino,
+        client: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -323,6 +329,11 @@ pub enum Response {
     Chunks(Vec<(u64, u32)>),
     /// How many bytes the NSD allocates to the file changed by.
     Allocated(i64),
+    /// How long the shard keeps a client's locks without a sign of life, in
+    /// milliseconds; 0 for ever.
+    Lease {
+        ms: u64,
+    },
 }
 
 #[cfg(test)]

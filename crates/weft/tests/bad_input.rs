@@ -80,6 +80,25 @@ fn zero_disks_is_refused() {
 }
 
 #[test]
+fn bad_failure_detection_time_is_refused() {
+    let td = test_dir("bad-fdt");
+    let root = td.path();
+    let mnt = root.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let data = root.join("data");
+    for bad in ["0", "3601"] {
+        let out = up(root, &data, &mnt, &["--failure-detection-time", bad]);
+        let what = format!("weft up --failure-detection-time {bad}");
+        let err = refused(&what, &out, &["--failure-detection-time", "1 to 3600"]);
+        assert!(
+            !data.exists(),
+            "{what} refused but the data directory was created"
+        );
+        report(&format!("[bad-fdt] {bad}: {}", err.trim()));
+    }
+}
+
+#[test]
 fn missing_mount_point_is_refused() {
     let td = test_dir("bad-mnt");
     let root = td.path();

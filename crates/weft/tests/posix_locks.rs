@@ -3,18 +3,21 @@
 //! kill -9), open-file-description locks and flock(2) locks, between
 //! processes; and fcntl and flock locks that hold between two mounts of the
 //! file system (two clients), which only works because the meta role keeps
-//! them.
+//! them; and the locks of a client that vanished go after the failure
+//! detection time while a live client's stay.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 
-static FX: SharedMount = SharedMount::new("posix-locks", &[]);
+/// Locks of a vanished client go after 2 s here (35 s by default).
+static FX: SharedMount = SharedMount::new("posix-locks", &["--failure-detection-time", "2"]);
 
 #[test]
 fn posix_helper() {
@@ -392,24 +395,26 @@ struct SecondMount {
     rt: Option<tokio::runtime::Runtime>,
 }
 
+/// Another client of the mounted cluster, in its own runtime.
+fn other_client(m: &Mounted, name: &str) -> (tokio::runtime::Runtime, Arc<weft_client::Client>) {
+    let run = std::fs::read_to_string(m.data.join("run/weft.addr")).unwrap();
+    let addr = run.lines().next().unwrap().to_string();
+    let secret = weft_net::Secret::load(&m.data.join("cluster.secret")).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cluster = rt
+        .block_on(weft_client::Cluster::connect(&addr, secret, name))
+        .unwrap();
+    let client = weft_client::Client::new(cluster, "fs0").unwrap();
+    (rt, client)
+}
+
 impl SecondMount {
     fn new(m: &Mounted) -> SecondMount {
-        let run = std::fs::read_to_string(m.data.join("run/weft.addr")).unwrap();
-        let addr = run.lines().next().unwrap().to_string();
-        let secret = weft_net::Secret::load(&m.data.join("cluster.secret")).unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let cluster = rt
-            .block_on(weft_client::Cluster::connect(
-                &addr,
-                secret,
-                "posix-locks-2",
-            ))
-            .unwrap();
-        let client = weft_client::Client::new(cluster, "fs0").unwrap();
+        let (rt, client) = other_client(m, "posix-locks-2");
         let mnt = m.root.join("mnt2");
         std::fs::create_dir_all(&mnt).unwrap();
         let handle = weft_fuse::mount(
@@ -524,4 +529,59 @@ fn flock_locks_hold_between_two_mounts() {
         run_helper(&m.root, None, &[step(&[&"flock", &f2, &"ex", &1])]) == [Ok("".into())]
     });
     drop(second);
+}
+
+#[test]
+fn locks_of_a_vanished_client_go_after_the_failure_detection_time() {
+    use std::os::unix::fs::MetadataExt;
+    use weft_proto::types::{ByteLock, LockKind, LockReply};
+    let m = FX.get();
+    let d = m.dir("vanished");
+    let f = d.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    let take = |rt: &tokio::runtime::Runtime, c: &Arc<weft_client::Client>, start: u64| {
+        let lock = ByteLock {
+            client: c.lock_client_id(),
+            owner: 1,
+            pid: 4242,
+            kind: LockKind::Write,
+            start,
+            end: start,
+        };
+        assert_eq!(rt.block_on(c.setlk(ino, lock)).unwrap(), LockReply::Granted);
+    };
+    let try_lock = |at: i64| {
+        run_helper(
+            &m.root,
+            None,
+            &[step(&[&"lock", &p(&f), &"w", &at, &1, &0])],
+        )
+    };
+    // One client stays alive, the other vanishes without releasing.
+    let (live_rt, live) = other_client(&m, "locks-live");
+    take(&live_rt, &live, 100);
+    let (gone_rt, gone) = other_client(&m, "locks-gone");
+    take(&gone_rt, &gone, 0);
+    assert_eq!(
+        try_lock(0),
+        [Err(libc::EAGAIN)],
+        "held while its client lives"
+    );
+    let t = Instant::now();
+    drop(gone);
+    gone_rt.shutdown_timeout(Duration::from_secs(2));
+    eventually("the vanished client's lock dropped", || {
+        try_lock(0) == [Ok("".into())]
+    });
+    assert!(
+        t.elapsed() >= Duration::from_millis(1000),
+        "dropped after {:?}, before the lease could run out",
+        t.elapsed()
+    );
+    // Two more leases later the live client's lock still holds.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(try_lock(100), [Err(libc::EAGAIN)], "the live client renews");
+    drop(live);
+    live_rt.shutdown_timeout(Duration::from_secs(2));
 }

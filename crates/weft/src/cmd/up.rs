@@ -44,10 +44,15 @@ pub struct UpArgs {
     /// Client block cache and write-behind memory (at least 16M), like GPFS pagepool.
     #[arg(long, default_value = "1G")]
     pagepool: String,
+    /// Seconds after which the locks of a client that stopped renewing them
+    /// (crashed, cut off) are dropped, like GPFS failureDetectionTime (1..=3600).
+    #[arg(long, default_value_t = 35)]
+    failure_detection_time: u64,
 }
 
 struct Checked {
     pagepool: u64,
+    lock_lease_ms: u64,
     disks: Option<u32>,
     block_size: Option<u32>,
     mount: Option<PathBuf>,
@@ -81,6 +86,10 @@ fn check(args: &UpArgs) -> Result<Checked> {
             args.pagepool
         );
     }
+    let fdt = args.failure_detection_time;
+    if !(1..=3600).contains(&fdt) {
+        bail!("--failure-detection-time {fdt} is out of range: give 1 to 3600 seconds (e.g. 35)");
+    }
     let mount = if args.no_mount {
         None
     } else {
@@ -94,6 +103,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
     };
     Ok(Checked {
         pagepool,
+        lock_lease_ms: fdt * 1000,
         disks: args.disks,
         block_size,
         mount,
@@ -253,6 +263,7 @@ pub fn run(args: UpArgs) -> Result<()> {
             // and at once on fsync (see crates/meta/src/sync.rs).
             durable: false,
             sync_interval_ms: 50,
+            lock_lease_ms: checked.lock_lease_ms,
         },
     )?;
 
