@@ -514,6 +514,14 @@ impl Client {
         let attr = self
             .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
             .await?;
+        self.open_with(attr, truncate).await
+    }
+
+    /// [`Client::open`] of a file whose attributes the caller has just had
+    /// from the meta role (a create or lookup answer): no request to fetch
+    /// them again.
+    pub async fn open_with(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
+        let ino = attr.ino;
         {
             let mut files = match self.files.lock() {
                 Ok(f) => f,
@@ -1042,8 +1050,11 @@ impl Client {
         self.reclaim(&o).await
     }
 
+    /// Frees an orphan: its chunks, then its inode. A file whose data is in
+    /// the inode has no chunks (only a crash in the middle of moving its
+    /// bytes out can leave one subblock behind, which then stays).
     async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
-        if o.layout.stripe_width > 0 {
+        if o.layout.stripe_width > 0 && !o.inline {
             let f = FileData {
                 ino: o.ino,
                 gen: o.gen,

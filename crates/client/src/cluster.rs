@@ -4,7 +4,7 @@
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use weft_net::{Peer, Pool, Secret};
+use weft_net::{Handler, Peer, Pool, Secret};
 use weft_proto::config::{ClusterConfig, FsInfo};
 use weft_proto::msg::{NsdStat, QuorumRequest};
 use weft_proto::types::{NodeId, NsdId, ShardId};
@@ -28,7 +28,24 @@ impl Cluster {
         secret: Secret,
         name: &str,
     ) -> Result<Arc<Cluster>, ClientError> {
+        Cluster::start(Pool::new(secret, name, CONNECTIONS_PER_PEER), quorum_addr).await
+    }
+
+    /// Connects as a client of the node this process runs: requests for the
+    /// roles at `local_addr` go straight to `node`, the others over the
+    /// network (as a GPFS node's daemon serves its own disks).
+    pub async fn connect_local(
+        local_addr: &str,
+        node: Arc<dyn Handler>,
+        secret: Secret,
+        name: &str,
+    ) -> Result<Arc<Cluster>, ClientError> {
         let pool = Pool::new(secret, name, CONNECTIONS_PER_PEER);
+        pool.set_local(local_addr, node);
+        Cluster::start(pool, local_addr).await
+    }
+
+    async fn start(pool: Pool, quorum_addr: &str) -> Result<Arc<Cluster>, ClientError> {
         let quorum = pool.peer(quorum_addr);
         let config = fetch_config(&quorum).await?;
         Ok(Arc::new(Cluster {

@@ -11,10 +11,11 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
+use weft_proto::frame::check_fits;
 use weft_proto::{FrameKind, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
-use crate::{NetError, Secret};
+use crate::{Handler, NetError, Secret};
 
 type Reply = Result<(Response, Bytes), NetError>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
@@ -148,13 +149,16 @@ fn fail_all(pending: &Pending, addr: &str, reason: &str) {
     }
 }
 
-/// Several connections to one address, opened lazily and replaced when they die.
+/// Several connections to one address, opened lazily and replaced when they
+/// die; or, for the roles of this very process, their handler called
+/// directly.
 pub struct Peer {
     addr: String,
     secret: Secret,
     name: String,
     slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
+    local: Option<Arc<dyn Handler>>,
 }
 
 impl Peer {
@@ -167,7 +171,47 @@ impl Peer {
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
             next: AtomicUsize::new(0),
+            local: None,
         }
+    }
+
+    /// The roles served at `addr` by this process: requests go to `handler`
+    /// on the blocking pool, with no socket, framing or copy in between.
+    /// Requests and responses must still fit in a frame, so a call fails
+    /// exactly as it would over the wire.
+    pub fn local(addr: &str, handler: Arc<dyn Handler>) -> Peer {
+        Peer {
+            addr: addr.to_string(),
+            secret: Secret::from_bytes([0; 32]),
+            name: String::new(),
+            slots: Vec::new(),
+            next: AtomicUsize::new(0),
+            local: Some(handler),
+        }
+    }
+
+    async fn call_local(
+        &self,
+        handler: &Arc<dyn Handler>,
+        req: Request,
+        data: Bytes,
+    ) -> Result<(Response, Bytes), NetError> {
+        let too_big = |source| NetError::Proto {
+            addr: self.addr.clone(),
+            source,
+        };
+        check_fits(&req, data.len()).map_err(too_big)?;
+        let (resp, data) = if handler.is_quick(&req) {
+            // Cheaper than two thread hand-offs.
+            handler.handle(req, data)
+        } else {
+            let handler = handler.clone();
+            tokio::task::spawn_blocking(move || handler.handle(req, data))
+                .await
+                .map_err(|e| closed(&self.addr, &format!("local request handler failed: {e}")))?
+        };
+        check_fits(&resp, data.len()).map_err(too_big)?;
+        Ok((resp, data))
     }
 
     pub fn addr(&self) -> &str {
@@ -193,8 +237,11 @@ impl Peer {
     /// Sends one request and waits for its response. A `Response::Error` is
     /// returned as `NetError::Remote`.
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
-        let conn = self.conn().await?;
-        match conn.call(&self.addr, req, data).await? {
+        let answer = match &self.local {
+            Some(handler) => self.call_local(handler, req, data).await?,
+            None => self.conn().await?.call(&self.addr, req, data).await?,
+        };
+        match answer {
             (Response::Error(e), _) => Err(NetError::Remote(e)),
             ok => Ok(ok),
         }
@@ -207,6 +254,18 @@ pub struct Pool {
     name: String,
     connections: usize,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
+}
+
+impl Pool {
+    /// Serves requests for `addr` with `handler` in this process (see
+    /// [`Peer::local`]); replaces any peer made for it before.
+    pub fn set_local(&self, addr: &str, handler: Arc<dyn Handler>) {
+        let mut peers = match self.peers.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        peers.insert(addr.to_string(), Arc::new(Peer::local(addr, handler)));
+    }
 }
 
 impl Pool {

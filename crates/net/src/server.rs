@@ -18,6 +18,13 @@ use crate::Secret;
 /// Serves requests. Runs on a blocking thread, many at once.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes);
+
+    /// Whether `req` is short and never waits on a disk, so that a caller in
+    /// this process may run it on its own (async) thread instead of handing
+    /// it to the blocking pool (see `Peer::local`).
+    fn is_quick(&self, _req: &Request) -> bool {
+        false
+    }
 }
 
 /// Requests one connection may have in flight on the server.

@@ -159,6 +159,16 @@ pub fn encode_frame<T: Serialize>(
     Ok(out)
 }
 
+/// Checks that `msg` with `data_len` bytes of data fits in one frame, as
+/// [`encode_frame`] would: a call that skips the wire (to a role in the
+/// same process) fails exactly where a remote one would.
+pub fn check_fits<T: Serialize>(msg: &T, data_len: usize) -> Result<(), ProtoError> {
+    let body = postcard::to_allocvec(msg).map_err(|e| ProtoError::Encode(e.to_string()))?;
+    checked_len("body", body.len(), MAX_BODY)?;
+    checked_len("data", data_len, MAX_DATA)?;
+    Ok(())
+}
+
 fn checked_len(what: &'static str, len: usize, max: u32) -> Result<u32, ProtoError> {
     match u32::try_from(len) {
         Ok(l) if l <= max => Ok(l),

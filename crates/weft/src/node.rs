@@ -4,7 +4,7 @@ use bytes::Bytes;
 use weft_meta::MetaServer;
 use weft_net::Handler;
 use weft_nsd::NsdServer;
-use weft_proto::{ErrorKind, RemoteError, Request, Response};
+use weft_proto::{ErrorKind, MetaRequest, RemoteError, Request, Response};
 use weft_quorum::QuorumServer;
 
 pub struct Node {
@@ -39,5 +39,13 @@ impl Handler for Node {
                 None => no_service("quorum"),
             },
         }
+    }
+
+    /// With group commit, metadata requests are memory-speed transactions
+    /// (the flusher thread makes them durable), except `Sync`, which waits
+    /// for the disk.
+    fn is_quick(&self, req: &Request) -> bool {
+        let group_commit = self.meta.as_ref().is_some_and(|m| !m.spec().durable);
+        group_commit && matches!(req, Request::Meta(m) if !matches!(m, MetaRequest::Sync { .. }))
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use weft_client::{Client, ClientConfig, Cluster};
 use weft_meta::{MetaServer, MetaSpec};
-use weft_net::{serve, Secret};
+use weft_net::{serve, Handler, Secret};
 use weft_nsd::{NsdServer, NsdSpec};
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
@@ -290,7 +290,8 @@ pub fn run(args: UpArgs) -> Result<()> {
         meta: Some(meta),
         nsd: Some(nsd),
     };
-    let server = rt.spawn(serve(listener, secret.clone(), Arc::new(node)));
+    let node: Arc<dyn Handler> = Arc::new(node);
+    let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
         .context("cannot write the run file")?;
 
@@ -298,6 +299,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         &dir,
         &config,
         &addr,
+        node,
         secret,
         checked,
         created,
@@ -313,6 +315,7 @@ async fn serve_until_signal(
     dir: &DataDir,
     config: &ClusterConfig,
     addr: &str,
+    node: Arc<dyn Handler>,
     secret: Secret,
     checked: Checked,
     created: bool,
@@ -323,7 +326,8 @@ async fn serve_until_signal(
         pagepool: checked.pagepool,
         ..ClientConfig::default()
     };
-    let cluster = Cluster::connect(addr, secret, "weft-up").await?;
+    // The mount's client reaches this node's roles without the network.
+    let cluster = Cluster::connect_local(addr, node, secret, "weft-up").await?;
     let pagepool = client_config.pagepool;
     let client = Client::with_config(cluster, DEFAULT_FS, client_config)?;
     let reclaimed = client.reclaim_orphans().await?;
