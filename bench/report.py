@@ -267,6 +267,23 @@ def targets(fig, hwm_kib):
             "report only",
         )
     )
+    # The native client runs in the `weft perf` process: its peak is the
+    # client's alone (pagepool 1 GiB, the default).
+    peaks = [
+        r["result"].get("peak_rss_kib", 0)
+        for test in ("seq1-write", "seq1-read", "seq4-write", "seq4-read")
+        for r in fig.runs("native", test)
+        if "error" not in r and isinstance(r["result"], dict)
+    ]
+    peak = max(peaks, default=0)
+    out.append(
+        (
+            "Native client peak resident memory (VmHWM of `weft perf --native`, 1 GiB pagepool, sequential tests)",
+            f"{peak / 1024:.0f} MiB" if peak else "not measured",
+            "≤ pagepool + fixed overhead",
+            "report only",
+        )
+    )
     return out
 
 

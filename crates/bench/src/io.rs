@@ -284,6 +284,9 @@ pub struct IoResult {
     pub stopped_early: bool,
     /// What a reader should know (a flag that was ignored, …).
     pub notes: Vec<String>,
+    /// Peak resident memory of the process that ran the test (VmHWM, KiB;
+    /// 0 where unknown): with `--native`, the client and its pagepool.
+    pub peak_rss_kib: u64,
 }
 
 /// Runs the test on the kernel's file API.
@@ -446,7 +449,20 @@ pub fn run_on(spec: &IoSpec, backend: &dyn Backend) -> Result<IoResult, BenchErr
         thread_utilization: busy.as_secs_f64() / (secs * spec.threads as f64),
         stopped_early,
         notes,
+        peak_rss_kib: peak_rss_kib(),
     })
+}
+
+/// VmHWM of this process in KiB, 0 if the kernel does not say.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn progress_loop(done: &AtomicU64, stop: &AtomicBool, total: u64, start: Instant) {

@@ -210,6 +210,8 @@ struct NativeFile {
     ino: Ino,
     path: PathBuf,
     closed: AtomicBool,
+    /// Direct I/O: past the pagepool, and the NSDs read past their cache.
+    direct: bool,
 }
 
 impl NativeFile {
@@ -223,7 +225,7 @@ impl BenchFile for NativeFile {
         let want = buf.len().min(MAX_CALL) as u32;
         let got = self
             .handle
-            .block_on(self.client.read(self.ino, off, want))
+            .block_on(self.client.read_with(self.ino, off, want, self.direct))
             .map_err(|e| self.err(e))?;
         let n = got.len().min(buf.len());
         buf[..n].copy_from_slice(&got[..n]);
@@ -237,7 +239,10 @@ impl BenchFile for NativeFile {
             let data = Bytes::copy_from_slice(&buf[done..end]);
             let n = self
                 .handle
-                .block_on(self.client.write(self.ino, off + done as u64, data))
+                .block_on(
+                    self.client
+                        .write_with(self.ino, off + done as u64, data, self.direct),
+                )
                 .map_err(|e| self.err(e))? as usize;
             if n == 0 {
                 return Err(io::Error::new(
@@ -282,7 +287,7 @@ impl Backend for Native {
     }
 
     fn supports_direct(&self) -> bool {
-        false
+        true
     }
 
     fn open(&self, path: &Path, how: OpenHow) -> io::Result<Box<dyn BenchFile>> {
@@ -310,6 +315,7 @@ impl Backend for Native {
             ino,
             path: path.to_path_buf(),
             closed: AtomicBool::new(false),
+            direct: how.direct,
         }))
     }
 

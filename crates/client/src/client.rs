@@ -702,6 +702,18 @@ impl Client {
     }
 
     pub async fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Bytes, ClientError> {
+        self.read_with(ino, offset, size, false).await
+    }
+
+    /// [`Client::read`]; with `direct` (O_DIRECT) past the pagepool and
+    /// the NSDs' page cache, as GPFS does direct I/O.
+    pub async fn read_with(
+        &self,
+        ino: Ino,
+        offset: u64,
+        size: u32,
+        direct: bool,
+    ) -> Result<Bytes, ClientError> {
         let file = self.open_file(ino);
         if let Some(f) = &file {
             // Reads see this client's own buffered writes: write them out first.
@@ -752,12 +764,24 @@ impl Client {
             return Ok(bytes.slice(start..stop));
         }
         match &file {
-            Some(f) => self.read_cached(f, &attr, offset, len, end).await,
-            None => self.data.read(&file_data(&attr), offset, len).await,
+            Some(f) if !direct => self.read_cached(f, &attr, offset, len, end).await,
+            _ => self.data.read(&file_data(&attr), offset, len, direct).await,
         }
     }
 
     pub async fn write(&self, ino: Ino, offset: u64, data: Bytes) -> Result<u32, ClientError> {
+        self.write_with(ino, offset, data, false).await
+    }
+
+    /// [`Client::write`]; with `direct` (O_DIRECT) the data goes to the
+    /// NSDs before the call returns instead of gathering in the pagepool.
+    pub async fn write_with(
+        &self,
+        ino: Ino,
+        offset: u64,
+        data: Bytes,
+        direct: bool,
+    ) -> Result<u32, ClientError> {
         let len = data.len() as u64;
         let end = offset
             .checked_add(len)
@@ -799,7 +823,8 @@ impl Client {
                     s.pending_alloc += delta;
                 });
             }
-            self.write_chunks(&file, &attr, offset, data).await?;
+            self.write_chunks(&file, &attr, offset, data, direct)
+                .await?;
         } else {
             let _g = file.lock.read().await;
             let attr = file.with(|s| s.attr.clone());
@@ -810,7 +835,8 @@ impl Client {
                     "file changed to inline under a write",
                 ));
             }
-            self.write_chunks(&file, &attr, offset, data).await?;
+            self.write_chunks(&file, &attr, offset, data, direct)
+                .await?;
         }
         Ok(len as u32)
     }
@@ -821,11 +847,16 @@ impl Client {
         attr: &Attr,
         offset: u64,
         data: Bytes,
+        direct: bool,
     ) -> Result<(), ClientError> {
         file.wb.take_error()?;
         let end = offset + data.len() as u64;
         let f = file_data(attr);
-        if self.config.write_behind {
+        if direct && file.wb.pending() {
+            // Buffered bytes of the range must not land after these.
+            self.drain(file).await?;
+        }
+        if self.config.write_behind && !direct {
             self.buffer(file, f, offset, data).await?;
         } else {
             let delta = self.data.write(&f, offset, data).await?;
@@ -949,7 +980,7 @@ impl Client {
                 let blen = bs.min(end - block * bs);
                 let data = self.data.clone();
                 self.pool.prefetch(block_key(&f, block), async move {
-                    data.read(&f, block * bs, blen).await.ok()
+                    data.read(&f, block * bs, blen, false).await.ok()
                 });
             }
         }
@@ -965,7 +996,7 @@ impl Client {
                     }
                 }
                 let at = seg.block * bs + u64::from(seg.offset);
-                self.data.read(&f, at, u64::from(seg.len)).await
+                self.data.read(&f, at, u64::from(seg.len), false).await
             }
         });
         let pieces = futures::future::try_join_all(reads).await?;

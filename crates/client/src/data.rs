@@ -217,8 +217,15 @@ impl DataPath {
     }
 
     /// Reads `len` bytes at `offset` (the caller clamps to the file size);
-    /// holes and short chunks read as zeros.
-    pub async fn read(&self, f: &FileData, offset: u64, len: u64) -> Result<Bytes, ClientError> {
+    /// holes and short chunks read as zeros. `direct`: the NSDs read past
+    /// their page cache.
+    pub async fn read(
+        &self,
+        f: &FileData,
+        offset: u64,
+        len: u64,
+        direct: bool,
+    ) -> Result<Bytes, ClientError> {
         let segs: Vec<_> = f.layout.segments(offset, len).collect();
         let mut ops = Vec::with_capacity(segs.len());
         for seg in &segs {
@@ -228,6 +235,7 @@ impl DataPath {
                 chunk: self.chunk(f, seg.block),
                 offset: seg.offset,
                 len: seg.len,
+                direct,
             };
             ops.push(async move {
                 match self.call(nsd, req, Bytes::new()).await? {

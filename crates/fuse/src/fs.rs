@@ -526,8 +526,9 @@ impl Filesystem for WeftFs {
             offset,
             size
         );
+        let direct = flags.0 & libc::O_DIRECT != 0;
         self.spawn(span, move |st| async move {
-            let read = st.client.read(ino.0, offset, size);
+            let read = st.client.read_with(ino.0, offset, size, direct);
             let res = if first_read {
                 tokio::join!(read, st.touch_atime(ino.0)).0
             } else {
@@ -548,7 +549,7 @@ impl Filesystem for WeftFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
@@ -563,7 +564,8 @@ impl Filesystem for WeftFs {
             size = data.len()
         );
         self.spawn(span, move |st| async move {
-            match st.client.write(ino.0, offset, data).await {
+            let direct = flags.0 & libc::O_DIRECT != 0;
+            match st.client.write_with(ino.0, offset, data, direct).await {
                 Ok(written) => reply.written(written),
                 Err(e) => reply.error(reply_errno("write", ino.0, &e)),
             }

@@ -132,8 +132,9 @@ impl NsdServer {
                 chunk,
                 offset,
                 len,
+                direct,
             } => {
-                let r = self.store(nsd)?.read(&chunk, offset, len)?;
+                let r = self.store(nsd)?.read(&chunk, offset, len, direct)?;
                 Ok((
                     Response::ChunkRead {
                         chunk_len: r.chunk_len,

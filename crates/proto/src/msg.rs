@@ -73,6 +73,9 @@ pub enum NsdRequest {
         chunk: ChunkId,
         offset: u32,
         len: u32,
+        /// Read from the disk past the server's page cache (O_DIRECT), as
+        /// an application's direct I/O asks.
+        direct: bool,
     },
     /// Shortens (or, with `len` 0, deletes) one chunk. Answered, like
     /// `Write`, `DeleteFrom` and `Allocate`, with the change of the bytes

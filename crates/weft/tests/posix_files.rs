@@ -270,6 +270,30 @@ fn o_direct_is_accepted() {
     assert_eq!(&all[..3 * 65536], &expect[..]);
     assert!(all[3 * 65536..1 << 20].iter().all(|b| *b == 0));
     assert_eq!(&all[1 << 20..], &expect[..4096]);
+    // Mixed with buffered I/O on another descriptor: a direct read sees
+    // bytes still gathering in the pagepool, a buffered read sees a direct
+    // write made after it cached the block.
+    let buffered = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&f)
+        .unwrap();
+    buffered.write_all_at(b"buffered", 8192).unwrap();
+    let mut cached = [0u8; 16];
+    buffered.read_exact_at(&mut cached, 65536).unwrap();
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&f)
+        .unwrap();
+    let page = &mut back_raw[off..off + 4096];
+    direct.read_exact_at(page, 8192).unwrap();
+    assert_eq!(&page[..8], b"buffered");
+    page.fill(0xd1);
+    direct.write_all_at(page, 65536).unwrap();
+    buffered.read_exact_at(&mut cached, 65536).unwrap();
+    assert_eq!(cached, [0xd1; 16]);
 }
 
 #[test]

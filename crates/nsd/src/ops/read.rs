@@ -18,8 +18,15 @@ pub struct ChunkRead {
 impl Store {
     /// Bytes `offset..min(offset + len, chunk_len)`; none for an absent chunk.
     /// Every piece the range touches is verified; a mismatch is an error,
-    /// never bad bytes.
-    pub fn read(&self, c: &ChunkId, offset: u32, len: u32) -> Result<ChunkRead, RequestError> {
+    /// never bad bytes. With `direct` the data comes from the disk past the
+    /// page cache (O_DIRECT) where the underlying file system allows it.
+    pub fn read(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> Result<ChunkRead, RequestError> {
         self.check_range(u64::from(offset), 0)?;
         let _guard = self.locks.lock(c);
         let path = self.paths.chunk(c);
@@ -42,8 +49,17 @@ impl Store {
                 data: Bytes::new(),
             });
         }
-        let (buf, base) = chunk_file::read_verified(&file, &loaded.header, start, end)
-            .map_err(|e| self.chunk_error(c, &path, e))?;
+        let direct_file = if direct {
+            chunk_file::open_direct(&path).map_err(|e| self.io("open", &path, e))?
+        } else {
+            None
+        };
+        let verified = match &direct_file {
+            Some(f) => chunk_file::read_verified_direct(f, &loaded.header, start, end),
+            None => chunk_file::read_verified(&file, &loaded.header, start, end)
+                .map(|(buf, base)| (Bytes::from(buf), base)),
+        };
+        let (buf, base) = verified.map_err(|e| self.chunk_error(c, &path, e))?;
         let (a, b) = ((start - base) as usize, (end - base) as usize);
         if buf.get(a..b).is_none() {
             return Err(self.internal(format!(
@@ -54,7 +70,7 @@ impl Store {
         Ok(ChunkRead {
             chunk_len,
             present: true,
-            data: Bytes::from(buf).slice(a..b),
+            data: buf.slice(a..b),
         })
     }
 }

@@ -83,12 +83,24 @@ impl Env {
     }
 
     pub fn read(&self, nsd: NsdId, chunk: ChunkId, offset: u32, len: u32) -> (Response, Bytes) {
+        self.read_how(nsd, chunk, offset, len, false)
+    }
+
+    pub fn read_how(
+        &self,
+        nsd: NsdId,
+        chunk: ChunkId,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> (Response, Bytes) {
         self.server.handle(
             NsdRequest::Read {
                 nsd,
                 chunk,
                 offset,
                 len,
+                direct,
             },
             Bytes::new(),
         )

@@ -311,3 +311,48 @@ fn allocate_grows_with_zeros_and_keeps_data() {
     let err = error_of(e.allocate(1, c, BS + 1));
     assert_eq!(err.kind, weft_proto::ErrorKind::Invalid);
 }
+
+#[test]
+fn direct_reads_give_the_same_bytes() {
+    let e = env();
+    let c = chunk(10, 0);
+    // Ends inside a page: the last direct read comes back short.
+    let data = pattern(10, 3 * PIECE + 1234);
+    e.write_ok(1, c, 0, &data);
+    for (off, len) in [
+        (0, 10),
+        (4095, 2),
+        (PIECE - 1, PIECE + 2),
+        (0, 4 * PIECE),
+        (3 * PIECE, 2000),
+    ] {
+        let (resp, got) = e.read_how(1, c, off as u32, len as u32, true);
+        let want = &data[off.min(data.len())..(off + len).min(data.len())];
+        assert!(
+            matches!(resp, Response::ChunkRead { present: true, .. }),
+            "{resp:?}"
+        );
+        assert_eq!(&got[..], want, "direct read of {len} at {off}");
+    }
+    let (resp, got) = e.read_how(1, chunk(11, 0), 0, 10, true);
+    assert_eq!(
+        resp,
+        Response::ChunkRead {
+            chunk_len: 0,
+            present: false
+        }
+    );
+    assert!(got.is_empty());
+    // Damage is found on the direct path too.
+    let path = e.server.chunk_path(1, &c).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 100;
+    bytes[at] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let (resp, _) = e.read_how(1, c, (3 * PIECE) as u32, 10, true);
+    assert_eq!(
+        error_of(resp).kind,
+        weft_proto::ErrorKind::Io,
+        "checksum mismatch"
+    );
+}

@@ -298,8 +298,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     let result = rt.block_on(serve_until_signal(
         &dir,
         &config,
-        &addr,
-        node,
+        Listening { addr: &addr, node },
         secret,
         checked,
         created,
@@ -311,11 +310,17 @@ pub fn run(args: UpArgs) -> Result<()> {
     result
 }
 
+/// This node as its own client reaches it: the address it listens on and
+/// its request router.
+struct Listening<'a> {
+    addr: &'a str,
+    node: Arc<dyn Handler>,
+}
+
 async fn serve_until_signal(
     dir: &DataDir,
     config: &ClusterConfig,
-    addr: &str,
-    node: Arc<dyn Handler>,
+    listening: Listening<'_>,
     secret: Secret,
     checked: Checked,
     created: bool,
@@ -327,6 +332,7 @@ async fn serve_until_signal(
         ..ClientConfig::default()
     };
     // The mount's client reaches this node's roles without the network.
+    let Listening { addr, node } = listening;
     let cluster = Cluster::connect_local(addr, node, secret, "weft-up").await?;
     let pagepool = client_config.pagepool;
     let client = Client::with_config(cluster, DEFAULT_FS, client_config)?;
