@@ -363,15 +363,40 @@ impl Client {
     }
 
     pub async fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
+        match self.unlink_name(parent, name).await? {
+            Some(o) => self.reclaim(&o).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The first half of [`Client::unlink`]: the name goes; a file whose
+    /// last name it was and that no one here has open comes back, to be
+    /// freed with [`Client::free_orphan`] (inodes with data in the inode
+    /// are freed here already: that is one metadata request).
+    pub async fn unlink_name(
+        &self,
+        parent: Ino,
+        name: &[u8],
+    ) -> Result<Option<Orphan>, ClientError> {
         check_name(name)?;
         let req = MetaRequest::Unlink {
             parent,
             name: name.to_vec(),
         };
-        match self.meta(parent, req, Bytes::new()).await? {
-            (Response::Unlinked { orphan }, _) => self.orphaned(orphan).await,
-            (other, _) => Err(unexpected(&*self.meta_peer(parent)?, "unlink", &other)),
+        let orphan = match self.meta(parent, req, Bytes::new()).await? {
+            (Response::Unlinked { orphan }, _) => orphan,
+            (other, _) => return Err(unexpected(&*self.meta_peer(parent)?, "unlink", &other)),
+        };
+        match self.to_reclaim(orphan) {
+            Some(o) if o.inline => self.reclaim(&o).await.map(|()| None),
+            other => Ok(other),
         }
+    }
+
+    /// Frees the chunks and then the inode of an orphan from
+    /// [`Client::unlink_name`].
+    pub async fn free_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
+        self.reclaim(o).await
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
@@ -1066,19 +1091,26 @@ impl Client {
     // ---- unlinked files -----------------------------------------------------
 
     async fn orphaned(&self, orphan: Option<Orphan>) -> Result<(), ClientError> {
-        let Some(o) = orphan else {
-            return Ok(());
-        };
+        match self.to_reclaim(orphan) {
+            Some(o) => self.reclaim(&o).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The orphan to free now: none if a file here still has it open (then
+    /// it is freed at the last close).
+    fn to_reclaim(&self, orphan: Option<Orphan>) -> Option<Orphan> {
+        let o = orphan?;
         if let Some(f) = self.open_file(o.ino) {
             if f.with(|s| {
                 s.orphan = s.opens > 0;
                 s.orphan
             }) {
                 debug!(ino = o.ino, "unlinked while open: freed at last close");
-                return Ok(());
+                return None;
             }
         }
-        self.reclaim(&o).await
+        Some(o)
     }
 
     /// Frees an orphan: its chunks, then its inode. A file whose data is in

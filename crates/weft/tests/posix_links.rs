@@ -180,6 +180,18 @@ fn unlinked_while_open_stays_usable_until_last_close() {
         "the last close frees the space"
     );
     assert_eq!(std::fs::read(&path).unwrap(), b"new");
+    // A closed file's chunks go with its last name (the kernel may send
+    // the release of the write after close returns: allow it a moment).
+    let closed = d.join("closed");
+    std::fs::write(&closed, pattern(12, 300 * 1024)).unwrap();
+    let ino = ino_of(&closed);
+    assert!(!chunk_files(&m.data, ino).is_empty());
+    unlink(&closed).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !chunk_files(&m.data, ino).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(chunk_files(&m.data, ino).is_empty(), "freed after unlink");
 }
 
 #[test]
