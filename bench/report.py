@@ -423,7 +423,7 @@ def main():
     md.append(
         "- Random tests move the bytes of `-n` at random 4 KiB offsets over the whole `--file-size` "
         "file and stop at `--time-limit` if slower (the figure counts what was done, marked ᵗ). "
-        "ⁱ: direct I/O requested and ignored (the native client has no page cache to bypass). "
+        "ⁱ: direct I/O requested and ignored by the target (a note in the raw result says why). "
         "ᶠ: some runs of the test failed (see *Raw results*)."
     )
     md.append(
