@@ -707,7 +707,7 @@ impl Client {
         // Anything a crashed writer left in chunks is stale: clear it first.
         let mut delta = self.data.truncate(&f, 0).await?;
         if !bytes.is_empty() {
-            delta += self.data.write(&f, 0, bytes).await?;
+            delta += self.data.write(&f, 0, bytes, false).await?;
             self.data.sync(&f).await?;
         }
         let mut a = self
@@ -884,7 +884,7 @@ impl Client {
         if self.config.write_behind && !direct {
             self.buffer(file, f, offset, data).await?;
         } else {
-            let delta = self.data.write(&f, offset, data).await?;
+            let delta = self.data.write(&f, offset, data, direct).await?;
             file.with(|s| s.pending_alloc += delta);
             let bs = u64::from(attr.layout.block_size.max(1));
             for block in offset / bs..end.div_ceil(bs) {
@@ -1291,7 +1291,7 @@ async fn flush_extent(
 ) {
     let (start, bytes, permits) = extent_bytes(extent);
     let at = block * u64::from(f.layout.block_size) + u64::from(start);
-    let result = data.write(&f, at, bytes).await.map(|delta| {
+    let result = data.write(&f, at, bytes, false).await.map(|delta| {
         file.with(|s| s.pending_alloc += delta);
     });
     pool.invalidate_block(&block_key(&f, block));

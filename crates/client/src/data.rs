@@ -127,8 +127,15 @@ impl DataPath {
     }
 
     /// Writes `data` at `offset`; every block's piece goes to every member
-    /// of its chain. Returns how the file's allocation changed.
-    pub async fn write(&self, f: &FileData, offset: u64, data: Bytes) -> Result<i64, ClientError> {
+    /// of its chain (`direct`: past the NSDs' page cache). Returns how the
+    /// file's allocation changed.
+    pub async fn write(
+        &self,
+        f: &FileData,
+        offset: u64,
+        data: Bytes,
+        direct: bool,
+    ) -> Result<i64, ClientError> {
         let mut ops = Vec::new();
         for seg in f.layout.segments(offset, data.len() as u64) {
             let piece =
@@ -139,6 +146,7 @@ impl DataPath {
                     chunk: self.chunk(f, seg.block),
                     offset: seg.offset,
                     sync: false,
+                    direct,
                 };
                 ops.push((nsd, req, piece.clone()));
             }

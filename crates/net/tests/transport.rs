@@ -53,6 +53,7 @@ fn write(offset: u32) -> Request {
         },
         offset,
         sync: false,
+        direct: false,
     })
 }
 

@@ -117,7 +117,46 @@ pub fn open_direct(path: &Path) -> io::Result<Option<File>> {
 }
 
 /// Alignment of direct I/O: offsets, lengths and buffer addresses.
-const DIRECT_ALIGN: usize = 4096;
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// A zeroed buffer of at least `len` bytes whose start is aligned for
+/// direct I/O, and where in `raw` that start is.
+fn aligned(len: usize) -> (Vec<u8>, usize) {
+    let span = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+    let raw = vec![0u8; span + DIRECT_ALIGN];
+    let skew = raw.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    (raw, skew)
+}
+
+/// Writes `data` at `at` (a page boundary) past the page cache, in whole
+/// pages (zeros after the data), then cuts the file to `cut_to` if given.
+/// Returns false, having written nothing, when `at` is not aligned or the
+/// file system does not do direct I/O: then write through the cache.
+pub fn write_direct(path: &Path, at: u64, data: &[u8], cut_to: Option<u64>) -> io::Result<bool> {
+    if !at.is_multiple_of(DIRECT_ALIGN as u64) || data.is_empty() {
+        return Ok(false);
+    }
+    let file = match OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let (mut raw, skew) = aligned(data.len());
+    let span = data.len().div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+    let Some(buf) = raw.get_mut(skew..skew + span) else {
+        return Ok(false);
+    };
+    buf[..data.len()].copy_from_slice(data);
+    file.write_all_at(buf, at)?;
+    if let Some(len) = cut_to {
+        file.set_len(len)?;
+    }
+    Ok(true)
+}
 
 /// [`read_verified`] through a file opened with [`open_direct`]: the
 /// covering pieces are read in whole aligned pages into an aligned buffer.
@@ -138,8 +177,7 @@ pub fn read_verified_direct(
     let at = HEADER_LEN as u64 + base;
     let want = (stop - base) as usize;
     let span = want.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let mut raw = vec![0u8; span + DIRECT_ALIGN];
-    let skew = raw.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
+    let (mut raw, skew) = aligned(want);
     let mut got = 0usize;
     while got < want {
         let Some(dst) = raw.get_mut(skew + got..skew + span) else {

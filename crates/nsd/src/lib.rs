@@ -82,5 +82,6 @@ mod usage;
 pub use chunk::{ChunkFormatError, HEADER_LEN};
 pub use error::{ChunkRef, NsdError, NsdRef, RequestError};
 pub use label::{format_nsd, read_label, NsdLabel};
+pub use ops::write::WriteMode;
 pub use server::NsdServer;
 pub use spec::NsdSpec;

@@ -10,6 +10,7 @@ use weft_proto::types::{ChunkId, Ino, NsdId};
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::{NsdError, RequestError};
+use crate::ops::write::WriteMode;
 use crate::spec::NsdSpec;
 use crate::store::Store;
 
@@ -123,9 +124,10 @@ impl NsdServer {
                 chunk,
                 offset,
                 sync,
+                direct,
             } => self
                 .store(nsd)?
-                .write(&chunk, offset, data, sync)
+                .write(&chunk, offset, data, WriteMode { sync, direct })
                 .map(allocated),
             NsdRequest::Read {
                 nsd,

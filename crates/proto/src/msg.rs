@@ -65,6 +65,9 @@ pub enum NsdRequest {
         offset: u32,
         /// fsync the chunk before answering.
         sync: bool,
+        /// Write past the server's page cache (O_DIRECT), as an
+        /// application's direct I/O asks.
+        direct: bool,
     },
     /// Reads up to `len` bytes at `offset`; fewer come back past the chunk's end,
     /// none for an absent chunk (a hole).
@@ -370,6 +373,7 @@ mod tests {
                         },
                         offset,
                         sync,
+                        direct: !sync,
                     }
                 )),
             (any::<u64>(), arb_name())

@@ -9,6 +9,7 @@ use weft_proto::types::ChunkId;
 
 use crate::chunk_file;
 use crate::error::RequestError;
+use crate::ops::write::WriteMode;
 use crate::store::Store;
 
 impl Store {
@@ -31,6 +32,6 @@ impl Store {
             return Ok(0);
         }
         let zeros = vec![0u8; (len - have) as usize];
-        self.write_locked(c, have, &zeros, false)
+        self.write_locked(c, have, &zeros, WriteMode::default())
     }
 }

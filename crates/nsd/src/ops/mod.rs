@@ -9,4 +9,4 @@ mod list_chunks;
 mod read;
 mod sync;
 mod truncate;
-mod write;
+pub(crate) mod write;

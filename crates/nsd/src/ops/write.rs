@@ -14,29 +14,39 @@ use std::sync::atomic::Ordering;
 use weft_proto::types::ChunkId;
 
 use crate::chunk::{ChunkHeader, HEADER_LEN};
-use crate::chunk_file::{self, ChunkIoError, Loaded};
+use crate::chunk_file::{self, ChunkIoError, Loaded, DIRECT_ALIGN};
 use crate::error::RequestError;
 use crate::store::Store;
 use crate::update::plan_write;
 
+/// How a write reaches the disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteMode {
+    /// The chunk (and any directory entry the write made) is durable on
+    /// return.
+    pub sync: bool,
+    /// The data goes past the page cache (O_DIRECT) where it starts on a
+    /// page boundary and the file system allows it; otherwise through it.
+    pub direct: bool,
+}
+
 impl Store {
     /// Writes `data` at `offset`; the gap before `offset` reads as zeros.
-    /// An empty write changes nothing. With `sync` the chunk (and any
-    /// directory entry the write made) is durable on return. Returns how
-    /// the bytes allocated to the chunk changed.
+    /// An empty write changes nothing; see [`WriteMode`]. Returns how the
+    /// bytes allocated to the chunk changed.
     pub fn write(
         &self,
         c: &ChunkId,
         offset: u32,
         data: &[u8],
-        sync: bool,
+        mode: WriteMode,
     ) -> Result<i64, RequestError> {
         self.check_range(u64::from(offset), data.len() as u64)?;
         if data.is_empty() {
             return Ok(0);
         }
         let _guard = self.locks.lock(c);
-        self.write_locked(c, offset, data, sync)
+        self.write_locked(c, offset, data, mode)
     }
 
     /// [`Store::write`] with the chunk's lock held by the caller.
@@ -45,25 +55,25 @@ impl Store {
         c: &ChunkId,
         offset: u32,
         data: &[u8],
-        sync: bool,
+        mode: WriteMode,
     ) -> Result<i64, RequestError> {
         let path = self.paths.chunk(c);
         let Some(file) = chunk_file::open(&path, true).map_err(|e| self.io("open", &path, e))?
         else {
-            return self.replace(c, &path, None, offset, data, sync);
+            return self.replace(c, &path, None, offset, data, mode);
         };
         let whole_block = offset == 0 && data.len() as u64 == u64::from(self.spec.block_size);
         match chunk_file::load(&file) {
             Ok(loaded) if offset == 0 && data.len() as u64 >= u64::from(loaded.header.len) => {
-                self.replace(c, &path, Some(loaded.header.len), offset, data, sync)
+                self.replace(c, &path, Some(loaded.header.len), offset, data, mode)
             }
-            Ok(loaded) => self.write_in_place(c, &path, &file, &loaded, offset, data, sync),
+            Ok(loaded) => self.write_in_place(c, &path, &file, &loaded, offset, data, mode),
             // A whole block replaces a damaged chunk: that is how it is rebuilt.
             Err(ChunkIoError::Format(reason)) if whole_block => {
                 tracing::warn!(nsd = %self.nsd, path = %path.display(), %reason, "replacing damaged chunk with a whole block");
                 let old = chunk_file::accounted_len(&file, self.spec.block_size)
                     .map_err(|e| self.io("read header of", &path, e))?;
-                self.replace(c, &path, Some(old), offset, data, sync)
+                self.replace(c, &path, Some(old), offset, data, mode)
             }
             Err(e) => Err(self.chunk_error(c, &path, e)),
         }
@@ -77,7 +87,7 @@ impl Store {
         old: Option<u32>,
         offset: u32,
         data: &[u8],
-        sync: bool,
+        mode: WriteMode,
     ) -> Result<i64, RequestError> {
         let header = plan_write(&ChunkHeader::empty(), offset, data, |_| Err(()))
             .map_err(|()| self.internal("a new chunk needed old bytes"))?;
@@ -86,7 +96,7 @@ impl Store {
             .paths
             .tmp(c, self.tmp_seq.fetch_add(1, Ordering::Relaxed));
         let placed = self.create_tmp(c, &tmp).and_then(|(file, created)| {
-            self.fill(&file, &tmp, &header, offset, data, sync)?;
+            self.fill(&file, &tmp, &header, offset, data, mode)?;
             fs::rename(&tmp, path).map_err(|e| self.io("rename into", path, e))?;
             Ok(created)
         });
@@ -102,7 +112,7 @@ impl Store {
                 return Err(e);
             }
         };
-        if sync {
+        if mode.sync {
             // The chunk is in place and accounted; only its durability is in
             // doubt. The rename changed the file's directory; each directory
             // created changed its parent.
@@ -140,13 +150,20 @@ impl Store {
         header: &ChunkHeader,
         offset: u32,
         data: &[u8],
-        sync: bool,
+        mode: WriteMode,
     ) -> Result<(), RequestError> {
         file.write_all_at(&header.encode(), 0)
             .map_err(|e| self.io("write", tmp, e))?;
-        file.write_all_at(data, HEADER_LEN as u64 + u64::from(offset))
-            .map_err(|e| self.io("write", tmp, e))?;
-        if sync {
+        let at = HEADER_LEN as u64 + u64::from(offset);
+        // The file is new: padding past the data is cut off again.
+        let direct = mode.direct
+            && chunk_file::write_direct(tmp, at, data, Some(at + data.len() as u64))
+                .map_err(|e| self.io("write", tmp, e))?;
+        if !direct {
+            file.write_all_at(data, at)
+                .map_err(|e| self.io("write", tmp, e))?;
+        }
+        if mode.sync {
             file.sync_data().map_err(|e| self.io("sync", tmp, e))?;
         }
         Ok(())
@@ -162,7 +179,7 @@ impl Store {
         loaded: &Loaded,
         offset: u32,
         data: &[u8],
-        sync: bool,
+        mode: WriteMode,
     ) -> Result<i64, RequestError> {
         let old = &loaded.header;
         let new = plan_write(old, offset, data, |p| chunk_file::read_piece(file, old, p))
@@ -175,9 +192,22 @@ impl Store {
                 // show through the gap; cut them so the gap reads as zeros.
                 file.set_len(old_end)?;
             }
-            file.write_all_at(data, HEADER_LEN as u64 + u64::from(offset))?;
+            let at = HEADER_LEN as u64 + u64::from(offset);
+            let end = u64::from(offset) + data.len() as u64;
+            // Direct I/O moves whole pages: an end inside a page is only
+            // possible where the chunk ends, whose padding is cut off again.
+            let direct = mode.direct
+                && if end >= u64::from(old.len) {
+                    chunk_file::write_direct(path, at, data, Some(HEADER_LEN as u64 + end))?
+                } else {
+                    end.is_multiple_of(DIRECT_ALIGN as u64)
+                        && chunk_file::write_direct(path, at, data, None)?
+                };
+            if !direct {
+                file.write_all_at(data, at)?;
+            }
             file.write_all_at(&new.encode(), 0)?;
-            if sync {
+            if mode.sync {
                 file.sync_data()?;
             }
             Ok(())

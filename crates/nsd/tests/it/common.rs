@@ -54,6 +54,17 @@ impl Env {
     }
 
     pub fn write(&self, nsd: NsdId, chunk: ChunkId, offset: u32, data: &[u8]) -> Response {
+        self.write_how(nsd, chunk, offset, data, false)
+    }
+
+    pub fn write_how(
+        &self,
+        nsd: NsdId,
+        chunk: ChunkId,
+        offset: u32,
+        data: &[u8],
+        direct: bool,
+    ) -> Response {
         self.server
             .handle(
                 NsdRequest::Write {
@@ -61,6 +72,7 @@ impl Env {
                     chunk,
                     offset,
                     sync: false,
+                    direct,
                 },
                 Bytes::copy_from_slice(data),
             )

@@ -204,6 +204,7 @@ fn sync_and_synced_writes() {
             chunk: c,
             offset: 0,
             sync: true,
+            direct: false,
         },
         pattern(6, 5000).into(),
     );
@@ -215,6 +216,7 @@ fn sync_and_synced_writes() {
             chunk: c,
             offset: 10,
             sync: true,
+            direct: true,
         },
         vec![0xee; 10].into(),
     );
@@ -355,4 +357,33 @@ fn direct_reads_give_the_same_bytes() {
         weft_proto::ErrorKind::Io,
         "checksum mismatch"
     );
+}
+
+#[test]
+fn direct_writes_keep_every_byte() {
+    let mut e = env();
+    let c = chunk(12, 0);
+    let mut model = Vec::new();
+    // New chunk at a page boundary with a length inside a page; aligned and
+    // unaligned overwrites inside; an extension; a gap past the end.
+    let steps: [(usize, usize); 6] = [
+        (0, 3 * PIECE + 1000),
+        (4096, 8192),
+        (PIECE + 100, 50),
+        (2 * PIECE, 4096 + 7),
+        (3 * PIECE, 8192 + 333),
+        (BS as usize - 4096, 4096),
+    ];
+    for (i, (off, len)) in steps.into_iter().enumerate() {
+        let data = pattern(100 + i as u64, len);
+        let resp = e.write_how(1, c, off as u32, &data, true);
+        assert!(matches!(resp, Response::Allocated(_)), "step {i}: {resp:?}");
+        model_write(&mut model, off, &data);
+        assert_eq!(e.read_all(1, c).unwrap(), model, "after step {i}");
+        let (_, direct) = e.read_how(1, c, 0, BS, true);
+        assert_eq!(&direct[..], &model[..], "direct read after step {i}");
+    }
+    e.reopen();
+    assert_eq!(e.read_all(1, c).unwrap(), model, "after reopen");
+    assert_eq!(e.stat(1).used, BS as u64);
 }
