@@ -509,12 +509,19 @@ impl Filesystem for WeftFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let truncate = args::open_truncates(flags.0);
-        self.run_here(op_span("open", req, ino.0), move |st| async move {
+        let span = op_span("open", req, ino.0);
+        let open = move |st: Arc<Shared>| async move {
             match st.open(ino.0, None, truncate).await {
                 Ok(_) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
                 Err(e) => reply.error(reply_errno("open", ino.0, &e)),
             }
-        });
+        };
+        // O_TRUNC deletes chunks on the NSDs: not on the FUSE thread.
+        if truncate {
+            self.spawn(span, open);
+        } else {
+            self.run_here(span, open);
+        }
     }
 
     fn read(
