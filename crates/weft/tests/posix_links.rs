@@ -8,7 +8,7 @@ mod common;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -171,14 +171,9 @@ fn unlinked_while_open_stays_usable_until_last_close() {
         "still open once: the space stays"
     );
     drop(second);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !chunk_files(&m.data, ino).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(
-        chunk_files(&m.data, ino).is_empty(),
-        "the last close frees the space"
-    );
+    eventually("the last close frees the space", || {
+        chunk_files(&m.data, ino).is_empty()
+    });
     assert_eq!(std::fs::read(&path).unwrap(), b"new");
     // A closed file's chunks go with its last name (the kernel may send
     // the release of the write after close returns: allow it a moment).
@@ -187,11 +182,9 @@ fn unlinked_while_open_stays_usable_until_last_close() {
     let ino = ino_of(&closed);
     assert!(!chunk_files(&m.data, ino).is_empty());
     unlink(&closed).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !chunk_files(&m.data, ino).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(chunk_files(&m.data, ino).is_empty(), "freed after unlink");
+    eventually("freed after unlink", || {
+        chunk_files(&m.data, ino).is_empty()
+    });
 }
 
 #[test]

@@ -340,15 +340,6 @@ fn flock_locks() {
     drop(holder);
 }
 
-/// Waits up to ten seconds for `cond`.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: still not so after 10 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn ofd_setlk(file: &std::fs::File, typ: i32, start: i64, len: i64) -> Result<i64, i32> {
     let f = fl(typ, start, len);
     // SAFETY: fcntl on a descriptor we own with a valid flock.
@@ -488,11 +479,9 @@ fn fcntl_locks_hold_between_two_mounts() {
         libc::EAGAIN,
     );
     holder.kill();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while setlk(&h, libc::F_WRLCK, 100, 1).is_err() {
-        assert!(Instant::now() < deadline, "the killed holder's lock stayed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually("the killed holder's lock released", || {
+        setlk(&h, libc::F_WRLCK, 100, 1).is_ok()
+    });
     drop(h);
     drop(second);
 }

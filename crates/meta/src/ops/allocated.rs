@@ -4,8 +4,7 @@
 
 use weft_proto::types::{Attr, Ino};
 
-use super::written::require_file;
-use super::{load, Ctx};
+use super::{load, require_file, Ctx};
 use crate::fail::OpError;
 use crate::store::WriteStore;
 

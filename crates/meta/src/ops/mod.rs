@@ -50,6 +50,22 @@ pub(crate) fn load(r: &impl Reader, ino: Ino) -> Result<Inode, OpError> {
         .ok_or_else(|| refuse(ErrorKind::NotFound, format!("no inode {ino}")))
 }
 
+/// Refuses anything but a regular file: `IsDir` for a directory, `Invalid`
+/// for the other kinds.
+pub(crate) fn require_file(inode: &Inode, ino: Ino) -> Result<(), OpError> {
+    match inode.kind {
+        FileKind::File => Ok(()),
+        FileKind::Dir => Err(refuse(
+            ErrorKind::IsDir,
+            format!("inode {ino} is a directory"),
+        )),
+        other => Err(refuse(
+            ErrorKind::Invalid,
+            format!("inode {ino} is a {other:?}, not a regular file"),
+        )),
+    }
+}
+
 /// The directory `ino`; `NotFound` if absent, `NotDir` if not a directory.
 pub(crate) fn load_dir(r: &impl Reader, ino: Ino) -> Result<Inode, OpError> {
     let dir = load(r, ino)?;

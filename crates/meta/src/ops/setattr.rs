@@ -16,10 +16,10 @@
 //!   below 10^9, else `Invalid`).
 
 use weft_proto::layout::INLINE_MAX;
-use weft_proto::types::{Attr, FileKind, Ino, SetAttr, TimeSet, Timespec};
+use weft_proto::types::{Attr, Ino, SetAttr, TimeSet, Timespec};
 use weft_proto::ErrorKind;
 
-use super::{load, Ctx};
+use super::{load, require_file, Ctx};
 use crate::acl::{self, Acl};
 use crate::fail::{refuse, OpError};
 use crate::inode::PERM_MASK;
@@ -36,21 +36,7 @@ pub(crate) fn setattr(
     let atime = set.atime.map(|t| resolve_time(t, ctx.now)).transpose()?;
     let mut mtime = set.mtime.map(|t| resolve_time(t, ctx.now)).transpose()?;
     if let Some(size) = set.size {
-        match inode.kind {
-            FileKind::File => {}
-            FileKind::Dir => {
-                return Err(refuse(
-                    ErrorKind::IsDir,
-                    format!("inode {ino} is a directory"),
-                ))
-            }
-            other => {
-                return Err(refuse(
-                    ErrorKind::Invalid,
-                    format!("inode {ino} is a {other:?}: only regular files have a size to set"),
-                ))
-            }
-        }
+        require_file(&inode, ino)?;
         if let Some(data) = inode.inline.as_mut() {
             if size > INLINE_MAX {
                 return Err(refuse(

@@ -4,12 +4,11 @@
 //! NSDs answered. Only a chunked regular file: an inline file is written
 //! with `WriteInline` (or uninlined first) → `Invalid`.
 
-use weft_proto::types::{Attr, FileKind, Ino, Timespec};
+use weft_proto::types::{Attr, Ino, Timespec};
 use weft_proto::ErrorKind;
 
-use super::{load, Ctx};
+use super::{load, require_file, Ctx};
 use crate::fail::{refuse, OpError};
-use crate::inode::Inode;
 use crate::store::WriteStore;
 
 pub(crate) fn written(
@@ -41,27 +40,6 @@ pub(crate) fn written(
     inode.add_allocated(allocated);
     s.put_inode(ino, &inode)?;
     Ok(inode.attr(ino))
-}
-
-/// Refuses anything but a regular file: `IsDir` for a directory, `Invalid`
-/// for the other kinds.
-pub(crate) fn require_file(inode: &Inode, ino: Ino) -> Result<(), OpError> {
-    match inode.kind {
-        FileKind::File => {}
-        FileKind::Dir => {
-            return Err(refuse(
-                ErrorKind::IsDir,
-                format!("inode {ino} is a directory"),
-            ))
-        }
-        other => {
-            return Err(refuse(
-                ErrorKind::Invalid,
-                format!("inode {ino} is a {other:?}, not a regular file"),
-            ))
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

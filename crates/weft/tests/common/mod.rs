@@ -1321,3 +1321,12 @@ impl WeftUp {
         self.child.as_ref().map(|c| c.id())
     }
 }
+
+/// Waits up to ten seconds for `cond`; fails the test naming `what`.
+pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: still not so after 10 s");
+        sleep(Duration::from_millis(20));
+    }
+}
