@@ -208,7 +208,15 @@ impl Client {
         data: Bytes,
     ) -> Result<(Response, Bytes), ClientError> {
         let peer = self.meta_peer(route)?;
-        Ok(peer.call(Request::Meta(req), data).await?)
+        Ok(peer
+            .call(
+                Request::Meta {
+                    fs: self.fs.id,
+                    req,
+                },
+                data,
+            )
+            .await?)
     }
 
     pub(crate) async fn meta_attr(

@@ -45,6 +45,44 @@ impl Cluster {
         Cluster::start(pool, local_addr).await
     }
 
+    /// A cluster client that starts from a configuration this node already
+    /// has (a cluster node's daemon); requests for `local` (this node's own
+    /// address) go straight to its router.
+    pub fn from_config(
+        secret: Secret,
+        name: &str,
+        local: Option<(&str, Arc<dyn Handler>)>,
+        config: ClusterConfig,
+    ) -> Arc<Cluster> {
+        let pool = Pool::new(secret, name, CONNECTIONS_PER_PEER);
+        if let Some((addr, node)) = local {
+            pool.set_local(addr, node);
+        }
+        let first = config
+            .nodes
+            .iter()
+            .find(|n| n.roles.quorum)
+            .map(|n| n.addr.clone())
+            .unwrap_or_default();
+        let quorum = pool.peer(&first);
+        Arc::new(Cluster {
+            pool,
+            quorum,
+            config: RwLock::new(Arc::new(config)),
+        })
+    }
+
+    /// Takes a configuration learned elsewhere if it is newer.
+    pub fn offer_config(&self, fresh: &ClusterConfig) {
+        let mut c = match self.config.write() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if fresh.epoch > c.epoch {
+            *c = Arc::new(fresh.clone());
+        }
+    }
+
     async fn start(pool: Pool, quorum_addr: &str) -> Result<Arc<Cluster>, ClientError> {
         let quorum = pool.peer(quorum_addr);
         let config = fetch_config(&quorum).await?;
@@ -62,9 +100,32 @@ impl Cluster {
         }
     }
 
-    /// Re-reads the configuration from the quorum.
+    /// Re-reads the configuration from the quorum: the first quorum node
+    /// that answers.
     pub async fn refresh(&self) -> Result<Arc<ClusterConfig>, ClientError> {
-        let fresh = Arc::new(fetch_config(&self.quorum).await?);
+        let cfg = self.config();
+        let mut last = None;
+        let mut fresh = None;
+        let addrs = std::iter::once(self.quorum.addr().to_string()).chain(
+            cfg.nodes
+                .iter()
+                .filter(|n| n.roles.quorum)
+                .map(|n| n.addr.clone()),
+        );
+        for addr in addrs {
+            match fetch_config(&self.pool.peer(&addr)).await {
+                Ok(c) => {
+                    fresh = Some(c);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let fresh = match (fresh, last) {
+            (Some(c), _) => Arc::new(c),
+            (None, Some(e)) => return Err(e),
+            (None, None) => return Ok(cfg),
+        };
         match self.config.write() {
             Ok(mut c) => *c = fresh.clone(),
             Err(poisoned) => *poisoned.into_inner() = fresh.clone(),
@@ -94,6 +155,11 @@ impl Cluster {
         Ok(self.pool.peer(&n.addr))
     }
 
+    /// The connection pool (shared by every user of this cluster client).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     pub fn nsd_peer(&self, nsd: NsdId) -> Result<Arc<Peer>, ClientError> {
         let cfg = self.config();
         let info = cfg
@@ -113,7 +179,9 @@ impl Cluster {
     pub async fn nsd_stats(&self) -> Result<Vec<NsdStat>, ClientError> {
         let cfg = self.config();
         let mut out = Vec::new();
-        for node in cfg.nodes.iter().filter(|n| n.roles.nsd) {
+        // Only the nodes that serve NSDs (a node with the nsd role may serve none yet).
+        let servers: std::collections::BTreeSet<NodeId> = cfg.nsds.iter().map(|n| n.node).collect();
+        for node in cfg.nodes.iter().filter(|n| servers.contains(&n.id)) {
             let peer = self.pool.peer(&node.addr);
             match peer
                 .call(Request::Nsd(NsdRequest::Stats), Bytes::new())

@@ -46,7 +46,10 @@ async fn renew(alive: Weak<()>, cluster: Arc<Cluster>, fs: FsInfo, client: u64) 
         let mut pause = IDLE_PAUSE;
         for shard in &fs.shards {
             let ino = make_ino(shard.id, 1);
-            let req = Request::Meta(MetaRequest::RenewLease { ino, client });
+            let req = Request::Meta {
+                fs: fs.id,
+                req: MetaRequest::RenewLease { ino, client },
+            };
             let answer = match cluster.shard_peer(&fs, shard.id) {
                 Ok(peer) => peer
                     .call(req, Bytes::new())

@@ -27,6 +27,8 @@ pub fn errno(kind: ErrorKind) -> i32 {
         ErrorKind::Unsupported => libc::ENOTSUP,
         ErrorKind::Loop => libc::ELOOP,
         ErrorKind::NoService => libc::EIO,
+        // A configuration change without quorum: the application may retry.
+        ErrorKind::NoQuorum => libc::EAGAIN,
         ErrorKind::Stale => libc::ESTALE,
         ErrorKind::Quota => libc::EDQUOT,
         ErrorKind::Internal => libc::EIO,
@@ -74,6 +76,7 @@ mod tests {
             (ErrorKind::Unsupported, libc::ENOTSUP),
             (ErrorKind::Loop, libc::ELOOP),
             (ErrorKind::NoService, libc::EIO),
+            (ErrorKind::NoQuorum, libc::EAGAIN),
             (ErrorKind::Stale, libc::ESTALE),
             (ErrorKind::Quota, libc::EDQUOT),
             (ErrorKind::Internal, libc::EIO),

@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 use weft_proto::frame::check_fits;
+use weft_proto::msg::JoinClaim;
 use weft_proto::{FrameKind, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
@@ -31,7 +32,12 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(addr: &str, secret: &Secret, name: &str) -> Result<Conn, NetError> {
+    async fn open(
+        addr: &str,
+        secret: &Secret,
+        name: &str,
+        join: Option<&JoinClaim>,
+    ) -> Result<Conn, NetError> {
         let mut stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
         {
             Ok(Ok(s)) => s,
@@ -46,7 +52,7 @@ impl Conn {
         let _ = stream.set_nodelay(true);
         match tokio::time::timeout(
             CONNECT_TIMEOUT,
-            handshake::client(&mut stream, secret, name, addr),
+            handshake::client(&mut stream, secret, name, addr, join),
         )
         .await
         {
@@ -159,6 +165,7 @@ pub struct Peer {
     slots: Vec<tokio::sync::Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
     local: Option<Arc<dyn Handler>>,
+    join: Option<JoinClaim>,
 }
 
 impl Peer {
@@ -172,7 +179,16 @@ impl Peer {
                 .collect(),
             next: AtomicUsize::new(0),
             local: None,
+            join: None,
         }
+    }
+
+    /// A connection of a joining node: it authenticates with the join key
+    /// of a token and may only send `QuorumRequest::Join`.
+    pub fn joining(addr: &str, key: Secret, claim: JoinClaim, name: &str) -> Peer {
+        let mut p = Peer::new(addr, key, name, 1);
+        p.join = Some(claim);
+        p
     }
 
     /// The roles served at `addr` by this process: requests go to `handler`
@@ -187,6 +203,7 @@ impl Peer {
             slots: Vec::new(),
             next: AtomicUsize::new(0),
             local: Some(handler),
+            join: None,
         }
     }
 
@@ -229,7 +246,8 @@ impl Peer {
                 return Ok(c.clone());
             }
         }
-        let c = Arc::new(Conn::open(&self.addr, &self.secret, &self.name).await?);
+        let c =
+            Arc::new(Conn::open(&self.addr, &self.secret, &self.name, self.join.as_ref()).await?);
         *slot = Some(c.clone());
         Ok(c)
     }

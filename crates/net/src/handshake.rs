@@ -13,7 +13,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_proto::frame::{decode_body, encode_frame};
-use weft_proto::msg::{Auth, AuthReply, Hello, HelloReply};
+use weft_proto::msg::{Auth, AuthReply, Hello, HelloReply, JoinClaim};
 use weft_proto::{FrameHeader, FrameKind, ProtoError, HEADER_LEN, WIRE_VERSION};
 
 use crate::{NetError, Secret};
@@ -145,11 +145,15 @@ async fn expect_handshake<R: AsyncRead + Unpin>(
 }
 
 /// Client side of the handshake.
+///
+/// With `join`, `secret` is the join key a token carries (see
+/// [`Secret::join_key`]) and the server derives the same key.
 pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     secret: &Secret,
     name: &str,
     addr: &str,
+    join: Option<&JoinClaim>,
 ) -> Result<(), NetError> {
     let nonce_c: [u8; 32] = rand::random();
     let hello = Hello {
@@ -157,6 +161,7 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
         max_version: WIRE_VERSION,
         peer_name: name.to_string(),
         nonce: nonce_c,
+        join: join.cloned(),
     };
     write_frame(s, FrameKind::Handshake, 0, &hello, &[], addr).await?;
     let reply: HelloReply = decode(&expect_handshake(s, addr).await?, addr)?;
@@ -189,13 +194,40 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Server side of the handshake; returns the peer's name.
+/// Server side of the handshake; returns the peer's name and, for a node
+/// joining with a token, the claim it authenticated with.
 pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     secret: &Secret,
     addr: &str,
-) -> Result<String, NetError> {
+) -> Result<(String, Option<JoinClaim>), NetError> {
     let hello: Hello = decode(&expect_handshake(s, addr).await?, addr)?;
+    let join_key;
+    let secret = match &hello.join {
+        None => secret,
+        Some(claim) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(u64::MAX);
+            if claim.expires < now {
+                let reason = format!(
+                    "the join token expired {} s ago: make a new one with `weft cluster token` on a quorum node",
+                    now - claim.expires
+                );
+                let reply = HelloReply::Reject {
+                    reason: reason.clone(),
+                };
+                let _ = write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await;
+                return Err(NetError::Handshake {
+                    addr: addr.into(),
+                    reason,
+                });
+            }
+            join_key = secret.join_key(claim);
+            &join_key
+        }
+    };
     if hello.min_version > WIRE_VERSION || hello.max_version < WIRE_VERSION {
         let reason = format!(
             "this node speaks wire version {WIRE_VERSION}, the peer {}..={}: upgrade the older node",
@@ -220,12 +252,28 @@ pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await?;
     let auth: Auth = decode(&expect_handshake(s, addr).await?, addr)?;
     if !verify_proof(secret, b"weft-client", &nonce_s, &hello.nonce, &auth.proof) {
+        let reason = if hello.join.is_some() {
+            "authentication failed: the join token is not one of this cluster's"
+        } else {
+            "authentication failed: the cluster secret does not match"
+        };
         let reply = AuthReply::Refused {
-            reason: "authentication failed: the cluster secret does not match".into(),
+            reason: reason.into(),
         };
         let _ = write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await;
         return Err(NetError::Auth { addr: addr.into() });
     }
     write_frame(s, FrameKind::Handshake, 0, &AuthReply::Ok, &[], addr).await?;
-    Ok(hello.peer_name)
+    Ok((hello.peer_name, hello.join))
+}
+
+/// HMAC-SHA256 of `parts` under `key`.
+pub(crate) fn mac(key: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    let Ok(mut m) = <Hmac<Sha256> as Mac>::new_from_slice(key) else {
+        return [0; 32];
+    };
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().into()
 }

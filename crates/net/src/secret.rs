@@ -4,6 +4,9 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
+use weft_proto::msg::JoinClaim;
+
+use crate::handshake::mac;
 use crate::NetError;
 
 #[derive(Clone)]
@@ -22,6 +25,37 @@ impl Secret {
 
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Secret(bytes)
+    }
+
+    /// The key a join token carries: derived from the cluster secret, the
+    /// token's id and its expiry, so the secret itself never leaves the
+    /// cluster's nodes in a token and an expired token proves nothing.
+    pub fn join_key(&self, claim: &JoinClaim) -> Secret {
+        Secret(mac(
+            &self.0,
+            &[b"weft-join", &claim.token_id, &claim.expires.to_le_bytes()],
+        ))
+    }
+
+    /// The cluster secret sealed for a node that holds `key`: XOR with a pad
+    /// derived from the key and a fresh nonce (used once).
+    pub fn seal(&self, key: &Secret, nonce: &[u8; 32]) -> [u8; 32] {
+        let pad = mac(&key.0, &[b"weft-seal", nonce]);
+        let mut out = [0u8; 32];
+        for (o, (s, p)) in out.iter_mut().zip(self.0.iter().zip(pad.iter())) {
+            *o = s ^ p;
+        }
+        out
+    }
+
+    /// Opens what [`Secret::seal`] sealed.
+    pub fn unseal(key: &Secret, nonce: &[u8; 32], sealed: &[u8; 32]) -> Secret {
+        Secret(Secret(*sealed).seal(key, nonce))
+    }
+
+    /// The raw bytes, for a join token's key.
+    pub fn bytes(&self) -> [u8; 32] {
+        self.0
     }
 
     /// Writes the secret to a new file readable by its owner only.
@@ -66,6 +100,25 @@ impl Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_secret_opens_only_with_the_join_key() {
+        let s = Secret::generate();
+        let claim = JoinClaim {
+            token_id: [7; 16],
+            expires: 99,
+        };
+        let key = s.join_key(&claim);
+        let nonce = [3u8; 32];
+        let sealed = s.seal(&key, &nonce);
+        assert_ne!(sealed, s.0);
+        assert_eq!(Secret::unseal(&key, &nonce, &sealed).0, s.0);
+        let other = s.join_key(&JoinClaim {
+            token_id: [7; 16],
+            expires: 100,
+        });
+        assert_ne!(Secret::unseal(&other, &nonce, &sealed).0, s.0);
+    }
 
     #[test]
     fn save_load_round_trip_and_mode() {

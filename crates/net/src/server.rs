@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info_span, warn, Instrument};
-use weft_proto::{FrameKind, Request, Response};
+use weft_proto::{FrameKind, QuorumRequest, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
 use crate::Secret;
@@ -72,7 +72,7 @@ async fn connection(
         handshake::server(&mut stream, secret, addr),
     )
     .await;
-    let peer_name = match hs {
+    let (peer_name, join) = match hs {
         Ok(r) => r?,
         Err(_) => {
             return Err(crate::NetError::Handshake {
@@ -112,6 +112,26 @@ async fn connection(
             Ok(r) => r,
             Err(e) => break Err(e),
         };
+        if let Some(claim) = &join {
+            // A joining node holds a join key, not the secret: it may join
+            // with the token it authenticated with, nothing else.
+            let allowed =
+                matches!(&req, Request::Quorum(QuorumRequest::Join(j)) if j.claim == *claim);
+            if !allowed {
+                let refusal = Response::Error(weft_proto::RemoteError::new(
+                    weft_proto::ErrorKind::Permission,
+                    "a connection made with a join token may only join the cluster",
+                ));
+                if tx
+                    .send((frame.header.request_id, refusal, Bytes::new()))
+                    .await
+                    .is_err()
+                {
+                    break Ok(());
+                }
+                continue;
+            }
+        }
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Ok(());
         };

@@ -82,7 +82,13 @@ async fn many_requests_in_flight_with_bulk_data() {
         t.await.unwrap();
     }
     let err = peer
-        .call(Request::Meta(MetaRequest::Counters), Bytes::new())
+        .call(
+            Request::Meta {
+                fs: 1,
+                req: MetaRequest::Counters,
+            },
+            Bytes::new(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(

@@ -65,7 +65,18 @@ pub enum ErrorKind {
     Stale,
     /// Quota or inode limit reached.
     Quota,
+    /// A configuration change could not commit: too few quorum nodes are
+    /// reachable. Retryable once the quorum is back.
+    NoQuorum,
     Internal,
+}
+
+impl ErrorKind {
+    /// Whether the same request may succeed if sent again later (the cause is
+    /// transient: no quorum, a node not serving yet), as opposed to a refusal.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::NoQuorum | ErrorKind::NoService)
+    }
 }
 
 /// A request refused or failed by a server: travels back to the caller.

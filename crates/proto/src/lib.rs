@@ -18,6 +18,7 @@ pub mod error;
 pub mod frame;
 pub mod layout;
 pub mod msg;
+pub mod stanza;
 pub mod types;
 
 pub use error::{ErrorKind, ProtoError, RemoteError};

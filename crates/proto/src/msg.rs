@@ -4,11 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::ClusterConfig;
+use crate::config::{ClusterConfig, FsInfo, NsdInfo, Roles};
 use crate::error::RemoteError;
 use crate::types::{
-    Attr, ByteLock, ChunkId, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NsdId, Orphan,
-    RenameMode, SetAttr, Timespec, XattrMode,
+    Attr, ByteLock, ChunkId, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId, NsdId,
+    Orphan, RenameMode, SetAttr, Timespec, XattrMode,
 };
 
 /// First frame a connecting peer sends.
@@ -19,6 +19,19 @@ pub struct Hello {
     /// Who is calling, for logs.
     pub peer_name: String,
     pub nonce: [u8; 32],
+    /// Set by a node joining with a token: the connection authenticates with
+    /// the key the token carries (derived from the cluster secret), and may
+    /// only send [`QuorumRequest::Join`].
+    pub join: Option<JoinClaim>,
+}
+
+/// Which join key a joining node holds: the server derives the same key from
+/// the cluster secret, `token_id` and `expires`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinClaim {
+    pub token_id: [u8; 16],
+    /// Unix seconds after which the token is refused.
+    pub expires: u64,
 }
 
 /// The server's answer to [`Hello`].
@@ -51,8 +64,30 @@ pub enum AuthReply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Nsd(NsdRequest),
-    Meta(MetaRequest),
+    /// A metadata request for file system `fs` (the shard is in the inode).
+    Meta {
+        fs: FsId,
+        req: MetaRequest,
+    },
     Quorum(QuorumRequest),
+    /// Requests to the node daemon itself (mounts), from admin commands on
+    /// the same node.
+    Node(NodeRequest),
+}
+
+/// Requests to a node's daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeRequest {
+    /// Serve a FUSE mount of file system `fs` on `path` (an absolute path on
+    /// this node).
+    Mount { fs: String, path: String },
+    /// Unmount the mount on `path` this daemon serves.
+    Umount { path: String },
+    /// The mounts this daemon serves: (file system, path).
+    Mounts,
+    /// Whether `path` on this node can become a directory NSD (exists, is a
+    /// directory, holds nothing); answers [`Response::Device`].
+    ProbeDevice { path: String },
 }
 
 /// Requests to the nsd role. Chunk data travels as the frame's data.
@@ -281,6 +316,73 @@ pub enum MetaRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum QuorumRequest {
     GetConfig,
+    /// A node joins: sent on a join connection (see [`JoinClaim`]).
+    Join(JoinRequest),
+    /// A configuration change; only the cluster manager (Raft leader) commits it.
+    Change(ConfigChange),
+    /// A node is alive; the cluster manager answers with the current epoch.
+    Heartbeat {
+        node: NodeId,
+        epoch: u64,
+    },
+    /// Liveness of every node as the cluster manager sees it.
+    NodeStates,
+    /// A Raft message between quorum nodes; the body is encoded by the quorum
+    /// role (its own versioned encoding), the kind says which.
+    Raft {
+        kind: RaftKind,
+        payload: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RaftKind {
+    AppendEntries,
+    Vote,
+    InstallSnapshot,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinRequest {
+    /// The token's claim the connection authenticated with.
+    pub claim: JoinClaim,
+    /// Wanted node name; made unique by the cluster manager.
+    pub name: String,
+    /// `host:port` the node listens on.
+    pub addr: String,
+    pub roles: Roles,
+}
+
+/// Configuration changes an admin command (or a joining node) asks for. The
+/// cluster manager applies each to the current configuration as one Raft
+/// entry; a refused change leaves the configuration as it was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigChange {
+    /// Register NSDs (already formatted on their servers).
+    AddNsds(Vec<NsdInfo>),
+    /// Create a file system over NSDs that no file system uses yet.
+    CreateFs(Box<FsInfo>),
+    /// A node's address changed (it restarted on another port).
+    SetNodeAddr { node: NodeId, addr: String },
+}
+
+/// A node as the cluster manager sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeState {
+    pub node: NodeId,
+    pub state: NodeLiveness,
+    /// Milliseconds since the manager last heard from the node.
+    pub last_heard_ms: Option<u64>,
+    /// The configuration epoch the node last reported.
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeLiveness {
+    Active,
+    /// A quorum node that is up but not in contact with a leader.
+    Arbitrating,
+    Down,
 }
 
 /// Per-NSD usage as the nsd role measures it.
@@ -340,6 +442,29 @@ pub enum Response {
     Lease {
         ms: u64,
     },
+    /// The node asked is not the cluster manager; `leader` is the manager's
+    /// address when known. The caller retries there.
+    NotLeader {
+        leader: Option<String>,
+    },
+    /// A Raft reply, encoded by the quorum role.
+    Raft(Vec<u8>),
+    /// A node joined: its id, the configuration and the cluster secret sealed
+    /// with the join key (`sealed[i] = secret[i] ^ pad[i]`, see `weft-net`).
+    Joined {
+        node: NodeId,
+        config: Box<ClusterConfig>,
+        seal_nonce: [u8; 32],
+        sealed_secret: [u8; 32],
+    },
+    /// Reply to a heartbeat: the current configuration epoch.
+    Epoch(u64),
+    NodeStates(Vec<NodeState>),
+    Mounts(Vec<(String, String)>),
+    /// A device that can become an NSD: the bytes free on it.
+    Device {
+        free: u64,
+    },
 }
 
 #[cfg(test)]
@@ -376,10 +501,13 @@ mod tests {
                         direct: !sync,
                     }
                 )),
-            (any::<u64>(), arb_name())
-                .prop_map(|(parent, name)| Request::Meta(MetaRequest::Lookup { parent, name })),
-            (arb_name(), arb_name(), any::<u32>()).prop_map(|(name, target, mode)| Request::Meta(
-                MetaRequest::Create {
+            (any::<u64>(), arb_name()).prop_map(|(parent, name)| Request::Meta {
+                fs: 1,
+                req: MetaRequest::Lookup { parent, name }
+            }),
+            (arb_name(), arb_name(), any::<u32>()).prop_map(|(name, target, mode)| Request::Meta {
+                fs: 1,
+                req: MetaRequest::Create {
                     parent: ROOT_INO,
                     name,
                     node: NewNode::Symlink { target },
@@ -387,20 +515,23 @@ mod tests {
                     uid: 0,
                     gid: 0,
                 }
-            )),
+            }),
             Just(Request::Quorum(QuorumRequest::GetConfig)),
             (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
-                |(ino, start, end, pid)| Request::Meta(MetaRequest::SetLock {
-                    ino,
-                    lock: crate::types::ByteLock {
-                        client: ino ^ 1,
-                        owner: start ^ end,
-                        pid,
-                        kind: crate::types::LockKind::Write,
-                        start,
-                        end,
-                    },
-                })
+                |(ino, start, end, pid)| Request::Meta {
+                    fs: 1,
+                    req: MetaRequest::SetLock {
+                        ino,
+                        lock: crate::types::ByteLock {
+                            client: ino ^ 1,
+                            owner: start ^ end,
+                            pid,
+                            kind: crate::types::LockKind::Write,
+                            start,
+                            end,
+                        },
+                    }
+                }
             ),
         ]
     }

@@ -105,18 +105,16 @@ fn write_atomic(path: &Path, config: &ClusterConfig) -> Result<(), QuorumError> 
     Ok(())
 }
 
-impl ConfigStore for FileStore {
-    fn get(&self) -> ClusterConfig {
+impl FileStore {
+    pub fn current(&self) -> ClusterConfig {
         match self.current.read() {
             Ok(c) => c.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
-    fn update(
-        &self,
-        change: &dyn Fn(&mut ClusterConfig) -> Result<(), QuorumError>,
-    ) -> Result<ClusterConfig, QuorumError> {
+    /// Applies a change, durable before it returns.
+    pub fn update_now(&self, change: crate::Change<'_>) -> Result<ClusterConfig, QuorumError> {
         let mut cur = match self.current.write() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),
@@ -127,6 +125,20 @@ impl ConfigStore for FileStore {
         write_atomic(&self.path, &next)?;
         *cur = next.clone();
         Ok(next)
+    }
+}
+
+impl ConfigStore for FileStore {
+    fn get(&self) -> Option<ClusterConfig> {
+        Some(self.current())
+    }
+
+    fn update<'a>(
+        &'a self,
+        change: crate::Change<'a>,
+    ) -> crate::BoxFuture<'a, Result<ClusterConfig, QuorumError>> {
+        let done = self.update_now(change);
+        Box::pin(async move { done })
     }
 }
 
@@ -153,14 +165,14 @@ mod tests {
         let s = FileStore::create(&p, sample()).unwrap();
         assert!(FileStore::create(&p, sample()).is_err());
         let c = s
-            .update(&|c| {
+            .update_now(&|c| {
                 c.name = "renamed".into();
                 Ok(())
             })
             .unwrap();
         assert_eq!(c.epoch, 2);
         let again = FileStore::open(&p).unwrap();
-        assert_eq!(again.get(), c);
+        assert_eq!(again.current(), c);
     }
 
     #[test]
@@ -170,10 +182,12 @@ mod tests {
         let s = FileStore::create(&p, sample()).unwrap();
         let before = std::fs::read(&p).unwrap();
         assert!(s
-            .update(&|_| Err(QuorumError::Refused("no".into())))
+            .update_now(&|_| Err(QuorumError::Refused {
+                reason: "no".into()
+            }))
             .is_err());
         assert_eq!(std::fs::read(&p).unwrap(), before);
-        assert_eq!(s.get().epoch, 1);
+        assert_eq!(s.current().epoch, 1);
     }
 
     #[test]

@@ -1,29 +1,40 @@
 //! The quorum role: the cluster configuration repository.
 //!
 //! The configuration (nodes, NSDs, file systems, chain tables) is small and
-//! rarely written. [`ConfigStore`] is the interface; [`FileStore`] keeps it in
-//! one JSON file replaced atomically (write, fsync, rename, fsync directory),
-//! which is what a one-node cluster needs. A Raft-replicated store over the
-//! quorum nodes implements the same trait.
+//! rarely written. [`ConfigStore`] is the interface (async: a change commits
+//! through the network). [`RaftStore`] replicates it with Raft over the
+//! quorum nodes of a cluster; [`FileStore`] keeps it in one JSON file replaced
+//! atomically, which the embedded one-node cluster of `weft up` uses.
+//! [`change`] holds the pure planners of configuration changes (node join,
+//! NSD registration, file system creation) and [`liveness`] the cluster
+//! manager's view of which nodes are alive.
 
+pub mod change;
 mod error;
 mod file_store;
+pub mod liveness;
+pub mod raft;
 mod server;
 
 pub use error::QuorumError;
 pub use file_store::{read as read_config, FileStore};
+pub use raft::{BoxFuture, RaftStore, RaftTiming, RaftTransport};
 pub use server::QuorumServer;
 
 use weft_proto::config::ClusterConfig;
 
+/// A change to apply to the configuration; refusing it leaves the
+/// configuration unchanged.
+pub type Change<'a> = &'a (dyn Fn(&mut ClusterConfig) -> Result<(), QuorumError> + Send + Sync);
+
 /// Where the cluster configuration lives.
 pub trait ConfigStore: Send + Sync {
-    /// The current configuration.
-    fn get(&self) -> ClusterConfig;
+    /// The configuration this node has (None before the first commit).
+    fn get(&self) -> Option<ClusterConfig>;
     /// Applies a change atomically; the epoch is incremented and the result
-    /// is durable before this returns.
-    fn update(
-        &self,
-        change: &dyn Fn(&mut ClusterConfig) -> Result<(), QuorumError>,
-    ) -> Result<ClusterConfig, QuorumError>;
+    /// is durable (on a majority, for Raft) before the future completes.
+    fn update<'a>(
+        &'a self,
+        change: Change<'a>,
+    ) -> BoxFuture<'a, Result<ClusterConfig, QuorumError>>;
 }

@@ -1,10 +1,9 @@
-//! Serves configuration requests from clients and admin commands.
+//! Serves the configuration reads every node and client makes.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use weft_proto::msg::QuorumRequest;
-use weft_proto::Response;
+use weft_proto::{ErrorKind, RemoteError, Response};
 
 use crate::ConfigStore;
 
@@ -17,11 +16,21 @@ impl QuorumServer {
         QuorumServer { store }
     }
 
-    pub fn handle(&self, req: QuorumRequest, _data: Bytes) -> (Response, Bytes) {
-        match req {
-            QuorumRequest::GetConfig => {
-                (Response::Config(Box::new(self.store.get())), Bytes::new())
-            }
+    pub fn store(&self) -> &Arc<dyn ConfigStore> {
+        &self.store
+    }
+
+    /// The configuration this quorum node has applied.
+    pub fn get_config(&self) -> (Response, Bytes) {
+        match self.store.get() {
+            Some(c) => (Response::Config(Box::new(c)), Bytes::new()),
+            None => (
+                Response::Error(RemoteError::new(
+                    ErrorKind::NoQuorum,
+                    "this quorum node holds no configuration yet",
+                )),
+                Bytes::new(),
+            ),
         }
     }
 }

@@ -20,6 +20,21 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Connects to the cluster whose daemon runs on `target.data`.
 pub async fn connect(target: &Target) -> Result<Arc<Cluster>> {
     let dir = DataDir::new(&target.data);
+    if dir.root.join("node.toml").exists() {
+        // A cluster node: read the configuration from any quorum node.
+        let local = crate::cluster::Local::open(target)?;
+        let mut last = None;
+        for addr in &local.quorum_addrs {
+            match Cluster::connect(addr, local.secret.clone(), "weft-admin").await {
+                Ok(c) => return Ok(c),
+                Err(e) => last = Some(e),
+            }
+        }
+        return Err(match last {
+            Some(e) => anyhow::anyhow!("no quorum node answers: {e}"),
+            None => anyhow::anyhow!("node.toml names no quorum node"),
+        });
+    }
     let not_running = || {
         format!(
             "no Weft cluster is running for data directory {}: start it with `weft up --data {}`",

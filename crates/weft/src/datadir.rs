@@ -78,7 +78,7 @@ impl DataDir {
                 self.root.display()
             )));
         }
-        if self.config().exists() {
+        if self.config().exists() || self.root.join("node.toml").exists() {
             return Ok(DirState::Cluster);
         }
         let mut entries = std::fs::read_dir(&self.root)

@@ -3,6 +3,7 @@
 //! cluster through the wire protocol, as GPFS `mm*` commands do.
 
 mod admin;
+mod cluster;
 mod cmd;
 mod datadir;
 mod node;
@@ -38,12 +39,57 @@ enum Command {
     },
     /// Benchmarks on any path, like gpfsperf and mdtest.
     Perf(cmd::perf::PerfArgs),
+    /// Cluster commands (like mmcrcluster).
+    Cluster {
+        #[command(subcommand)]
+        cmd: ClusterCommand,
+    },
+    /// NSD commands (like mmcrnsd).
+    Nsd {
+        #[command(subcommand)]
+        cmd: NsdCommand,
+    },
+    /// Mount a file system on this node; the node's daemon serves it (like mmmount).
+    Mount(cluster::admin::MountArgs),
+    /// Unmount a mount this node's daemon serves (like mmumount).
+    Umount(cluster::admin::UmountArgs),
+    /// Node commands (like mmaddnode, mmstartup, mmlscluster + mmgetstate).
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum NsdCommand {
+    /// Create NSDs from a GPFS stanza file (`%nsd: nsd= device= servers= usage= failureGroup= pool=`).
+    Create(cluster::admin::NsdCreateArgs),
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Create a cluster whose first node is this host, print a join token, and run the node.
+    Init(cluster::InitArgs),
+    /// Print a new join token (for scripts).
+    Token(cluster::TokenArgs),
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Join a cluster with a token and run the node.
+    Join(cluster::JoinArgs),
+    /// Run an existing node (after a reboot; what a systemd unit runs).
+    Run(Target),
+    /// List the nodes with address, roles, state and the cluster manager.
+    List(Target),
 }
 
 #[derive(Subcommand)]
 enum FsCommand {
     /// Show a file system's attributes (like mmlsfs).
     Show(cmd::fs_show::FsShowArgs),
+    /// Create a file system over NSDs of a stanza file (like mmcrfs).
+    Create(cluster::admin::FsCreateArgs),
 }
 
 #[derive(Subcommand)]
@@ -73,11 +119,28 @@ fn main() -> ExitCode {
         Command::Fs {
             cmd: FsCommand::Show(a),
         } => cmd::fs_show::run(a),
+        Command::Fs {
+            cmd: FsCommand::Create(a),
+        } => cluster::admin::fs_create(a),
+        Command::Nsd {
+            cmd: NsdCommand::Create(a),
+        } => cluster::admin::nsd_create(a),
+        Command::Mount(a) => cluster::admin::mount(a),
+        Command::Umount(a) => cluster::admin::umount(a),
         Command::Df(a) => cmd::df::run(a),
         Command::Disk {
             cmd: DiskCommand::List(a),
         } => cmd::disk::run(a),
         Command::Perf(a) => cmd::perf::run(a),
+        Command::Cluster { cmd } => match cmd {
+            ClusterCommand::Init(a) => cluster::init(a),
+            ClusterCommand::Token(a) => cluster::token(a),
+        },
+        Command::Node { cmd } => match cmd {
+            NodeCommand::Join(a) => cluster::join(a),
+            NodeCommand::Run(t) => cluster::run(t),
+            NodeCommand::List(t) => cluster::list(t),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,16 +1,41 @@
-//! A node's request router: one listener, the roles this node runs.
+//! A node's request router: one listener, the roles this node runs. The
+//! meta shards and NSDs a node serves can change while it runs (a file
+//! system created elsewhere places them here), so they sit behind locks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use weft_meta::MetaServer;
 use weft_net::Handler;
 use weft_nsd::NsdServer;
-use weft_proto::{ErrorKind, MetaRequest, RemoteError, Request, Response};
+use weft_proto::msg::NodeRequest;
+use weft_proto::types::FsId;
+use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
 use weft_quorum::QuorumServer;
 
+use crate::cluster::manager::Manager;
+
+/// Where this node's configuration requests go.
+pub enum QuorumRole {
+    /// Not a quorum node.
+    None,
+    /// The embedded one-node cluster: the configuration in one file.
+    File(QuorumServer),
+    /// A quorum node of a cluster (Raft).
+    Raft(Arc<Manager>),
+}
+
+/// Requests to the node daemon itself (mounts).
+pub trait NodeControl: Send + Sync {
+    fn handle(&self, req: NodeRequest) -> Response;
+}
+
 pub struct Node {
-    pub quorum: Option<QuorumServer>,
-    pub meta: Option<MetaServer>,
-    pub nsd: Option<NsdServer>,
+    pub quorum: QuorumRole,
+    pub meta: RwLock<HashMap<FsId, Arc<MetaServer>>>,
+    pub nsd: RwLock<Option<Arc<NsdServer>>>,
+    pub control: RwLock<Option<Arc<dyn NodeControl>>>,
 }
 
 fn no_service(role: &str) -> (Response, Bytes) {
@@ -23,21 +48,98 @@ fn no_service(role: &str) -> (Response, Bytes) {
     )
 }
 
+impl Node {
+    pub fn new(quorum: QuorumRole) -> Node {
+        Node {
+            quorum,
+            meta: RwLock::new(HashMap::new()),
+            nsd: RwLock::new(None),
+            control: RwLock::new(None),
+        }
+    }
+
+    pub fn meta_server(&self, fs: FsId) -> Option<Arc<MetaServer>> {
+        match self.meta.read() {
+            Ok(m) => m.get(&fs).cloned(),
+            Err(p) => p.into_inner().get(&fs).cloned(),
+        }
+    }
+
+    pub fn add_meta(&self, fs: FsId, server: MetaServer) {
+        let mut m = match self.meta.write() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        m.insert(fs, Arc::new(server));
+    }
+
+    pub fn nsd_server(&self) -> Option<Arc<NsdServer>> {
+        match self.nsd.read() {
+            Ok(n) => n.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub fn set_nsd(&self, server: NsdServer) {
+        let mut n = match self.nsd.write() {
+            Ok(n) => n,
+            Err(p) => p.into_inner(),
+        };
+        *n = Some(Arc::new(server));
+    }
+
+    pub fn set_control(&self, control: Arc<dyn NodeControl>) {
+        let mut c = match self.control.write() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        *c = Some(control);
+    }
+
+    fn quorum(&self, req: QuorumRequest, data: Bytes) -> (Response, Bytes) {
+        match &self.quorum {
+            QuorumRole::None => no_service("quorum"),
+            QuorumRole::File(s) => match req {
+                QuorumRequest::GetConfig => s.get_config(),
+                _ => (
+                    Response::Error(RemoteError::new(
+                        ErrorKind::Unsupported,
+                        "the embedded one-node cluster of `weft up` takes no joins or configuration changes; \
+                         build a cluster with `weft cluster init`",
+                    )),
+                    Bytes::new(),
+                ),
+            },
+            QuorumRole::Raft(m) => {
+                let _ = data;
+                (m.handle(req), Bytes::new())
+            }
+        }
+    }
+}
+
 impl Handler for Node {
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes) {
         match req {
-            Request::Nsd(r) => match &self.nsd {
+            Request::Nsd(r) => match self.nsd_server() {
                 Some(s) => s.handle(r, data),
                 None => no_service("nsd"),
             },
-            Request::Meta(r) => match &self.meta {
-                Some(s) => s.handle(r, data),
-                None => no_service("meta"),
+            Request::Meta { fs, req } => match self.meta_server(fs) {
+                Some(s) => s.handle(req, data),
+                None => no_service(&format!("meta (file system {fs})")),
             },
-            Request::Quorum(r) => match &self.quorum {
-                Some(s) => s.handle(r, data),
-                None => no_service("quorum"),
-            },
+            Request::Quorum(r) => self.quorum(r, data),
+            Request::Node(r) => {
+                let control = match self.control.read() {
+                    Ok(c) => c.clone(),
+                    Err(p) => p.into_inner().clone(),
+                };
+                match control {
+                    Some(c) => (c.handle(r), Bytes::new()),
+                    None => no_service("node control"),
+                }
+            }
         }
     }
 
@@ -45,7 +147,12 @@ impl Handler for Node {
     /// (the flusher thread makes them durable), except `Sync`, which waits
     /// for the disk.
     fn is_quick(&self, req: &Request) -> bool {
-        let group_commit = self.meta.as_ref().is_some_and(|m| !m.spec().durable);
-        group_commit && matches!(req, Request::Meta(m) if !matches!(m, MetaRequest::Sync { .. }))
+        match req {
+            Request::Meta { fs, req } => {
+                self.meta_server(*fs).is_some_and(|m| !m.spec().durable)
+                    && !matches!(req, MetaRequest::Sync { .. })
+            }
+            _ => false,
+        }
     }
 }

@@ -13,10 +13,10 @@ use weft_net::{serve, Handler, Secret};
 use weft_nsd::{NsdServer, NsdSpec};
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
-use weft_quorum::{ConfigStore, FileStore, QuorumServer};
+use weft_quorum::{FileStore, QuorumServer};
 
 use crate::datadir::{fs_capacity, plan_cluster, DataDir, DirState, NewCluster, DEFAULT_FS};
-use crate::node::Node;
+use crate::node::{Node, QuorumRole};
 use crate::size::{parse_size, show_size};
 
 const MAX_DISKS: u32 = 64;
@@ -199,6 +199,11 @@ pub fn run(args: UpArgs) -> Result<()> {
             )?;
             true
         }
+        DirState::Cluster if dir.root.join("node.toml").exists() => bail!(
+            "{} is the data directory of a cluster node: start it with `weft node run --data {}`",
+            dir.root.display(),
+            dir.root.display()
+        ),
         DirState::Cluster => false,
     };
     // The format check comes first: an incompatible directory is left as it is.
@@ -207,7 +212,7 @@ pub fn run(args: UpArgs) -> Result<()> {
             .with_context(|| format!("cannot open the cluster in {}", dir.root.display()))?,
     );
     let _lock = dir.lock()?;
-    let config = store.get();
+    let config = store.current();
     let fs = config.filesystem(DEFAULT_FS).cloned().with_context(|| {
         format!(
             "the cluster in {} has no file system {DEFAULT_FS}",
@@ -279,17 +284,15 @@ pub fn run(args: UpArgs) -> Result<()> {
         .local_addr()
         .context("listener address")?
         .to_string();
-    let config = store.update(&|c| {
+    let config = store.update_now(&|c| {
         for n in c.nodes.iter_mut().filter(|n| n.id == 1) {
             n.addr = addr.clone();
         }
         Ok(())
     })?;
-    let node = Node {
-        quorum: Some(QuorumServer::new(store.clone())),
-        meta: Some(meta),
-        nsd: Some(nsd),
-    };
+    let node = Node::new(QuorumRole::File(QuorumServer::new(store.clone())));
+    node.add_meta(fs.id, meta);
+    node.set_nsd(nsd);
     let node: Arc<dyn Handler> = Arc::new(node);
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))

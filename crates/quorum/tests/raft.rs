@@ -1,0 +1,203 @@
+//! The Raft configuration store over an in-process network: a group of three
+//! elects a manager, commits changes on a majority, refuses them on a
+//! minority, elects a new manager when the old one stops, and every node ends
+//! with the same configuration.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weft_proto::config::{ClusterConfig, FORMAT_VERSION};
+use weft_proto::msg::RaftKind;
+use weft_quorum::raft::{BoxFuture, TransportError};
+use weft_quorum::{ConfigStore, QuorumError, RaftStore, RaftTiming, RaftTransport};
+
+#[derive(Default)]
+struct Net {
+    nodes: Mutex<HashMap<String, Arc<RaftStore>>>,
+    cut: Mutex<BTreeSet<String>>,
+}
+
+struct Link {
+    net: Arc<Net>,
+    from: String,
+}
+
+impl RaftTransport for Link {
+    fn call(
+        &self,
+        addr: String,
+        kind: RaftKind,
+        payload: Vec<u8>,
+        _timeout: Duration,
+    ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+        let net = self.net.clone();
+        let from = self.from.clone();
+        Box::pin(async move {
+            let cut = {
+                let c = net.cut.lock().unwrap();
+                c.contains(&addr) || c.contains(&from)
+            };
+            let target = net.nodes.lock().unwrap().get(&addr).cloned();
+            match target {
+                Some(t) if !cut => Ok(t.handle_raft(kind, &payload).await),
+                _ => Err(TransportError {
+                    addr,
+                    reason: "unreachable".into(),
+                }),
+            }
+        })
+    }
+}
+
+fn timing() -> RaftTiming {
+    RaftTiming {
+        heartbeat_ms: 50,
+        election_min_ms: 300,
+        election_max_ms: 600,
+        commit_timeout_ms: 1500,
+    }
+}
+
+fn config() -> ClusterConfig {
+    ClusterConfig {
+        format_version: FORMAT_VERSION,
+        epoch: 1,
+        cluster_id: "abc".into(),
+        name: "c1".into(),
+        nodes: vec![],
+        nsds: vec![],
+        filesystems: vec![],
+    }
+}
+
+async fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..400 {
+        if let Some(v) = f() {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn rename(store: &RaftStore, name: &str) -> Result<ClusterConfig, QuorumError> {
+    let name = name.to_string();
+    store
+        .update(&move |c: &mut ClusterConfig| {
+            c.name = name.clone();
+            Ok(())
+        })
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Arc::new(Net::default());
+    let mut stores = Vec::new();
+    for id in 1..=3u64 {
+        let addr = format!("q{id}");
+        let link = Arc::new(Link {
+            net: net.clone(),
+            from: addr.clone(),
+        });
+        let s = RaftStore::open(&dir.path().join(format!("q{id}.redb")), id, link, timing())
+            .await
+            .unwrap();
+        let s = Arc::new(s);
+        net.nodes.lock().unwrap().insert(addr, s.clone());
+        stores.push(s);
+    }
+    stores[0].initialize("q1", config()).await.unwrap();
+    stores[0].add_voter(2, "q2").await.unwrap();
+    stores[0].add_voter(3, "q3").await.unwrap();
+    let c = rename(&stores[0], "renamed").await.unwrap();
+    assert_eq!(c.epoch, 2);
+    for s in &stores {
+        wait_for("the change on every node", || {
+            (s.get().map(|c| c.epoch) == Some(2)).then_some(())
+        })
+        .await;
+    }
+    // A follower refuses and names the manager.
+    match rename(&stores[1], "x").await {
+        Err(QuorumError::NotLeader { leader }) => assert_eq!(leader.as_deref(), Some("q1")),
+        other => panic!("expected NotLeader, got {other:?}"),
+    }
+
+    // The manager is cut off: the majority elects another and goes on.
+    net.cut.lock().unwrap().insert("q1".into());
+    let (new, _) = wait_for("a new manager", || {
+        stores[1..]
+            .iter()
+            .find(|s| s.leadership().state.is_leader())
+            .map(|s| (s.clone(), ()))
+    })
+    .await;
+    assert_ne!(new.id(), 1);
+    let c = rename(&new, "after-failover").await.unwrap();
+    assert_eq!(c.epoch, 3);
+    // The old manager on its own cannot commit.
+    match rename(&stores[0], "minority").await {
+        Err(e) => assert!(e.is_retryable(), "{e}"),
+        Ok(c) => panic!("a minority committed {c:?}"),
+    }
+    // Heal: no divergence.
+    net.cut.lock().unwrap().clear();
+    for s in &stores {
+        wait_for("every node to converge", || {
+            (s.get().map(|c| (c.epoch, c.name.clone())) == Some((3, "after-failover".into())))
+                .then_some(())
+        })
+        .await;
+    }
+    for s in &stores {
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_keeps_its_log_and_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.redb");
+    let net = Arc::new(Net::default());
+    let link = Arc::new(Link {
+        net: net.clone(),
+        from: "q1".into(),
+    });
+    {
+        let s = Arc::new(
+            RaftStore::open(&path, 1, link.clone(), timing())
+                .await
+                .unwrap(),
+        );
+        net.nodes.lock().unwrap().insert("q1".into(), s.clone());
+        s.initialize("q1", config()).await.unwrap();
+        rename(&s, "kept").await.unwrap();
+        s.shutdown().await;
+        net.nodes.lock().unwrap().clear();
+    }
+    // Raft's tasks let go of the database shortly after shutdown (a real
+    // restart is a new process).
+    let mut reopened = None;
+    for _ in 0..200 {
+        match RaftStore::open(&path, 1, link.clone(), timing()).await {
+            Ok(s) => {
+                reopened = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+    let s = Arc::new(reopened.expect("the store reopens"));
+    net.nodes.lock().unwrap().insert("q1".into(), s.clone());
+    assert_eq!(s.get().map(|c| c.name), Some("kept".to_string()));
+    wait_for("leadership after restart", || {
+        s.leadership().state.is_leader().then_some(())
+    })
+    .await;
+    assert_eq!(rename(&s, "again").await.unwrap().epoch, 3);
+    s.shutdown().await;
+}

@@ -1,0 +1,319 @@
+//! Admin commands of a cluster: `weft nsd create -F` (mmcrnsd),
+//! `weft fs create` (mmcrfs), `weft mount` / `weft umount` (mmmount).
+//! Each checks everything it can before the cluster manager commits one
+//! change; a refusal leaves the configuration as it was.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use weft_proto::config::{
+    plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo,
+    ShardInfo, FORMAT_VERSION,
+};
+use weft_proto::layout::{subblock_size, valid_block_size, DEFAULT_BLOCK};
+use weft_proto::msg::{ConfigChange, NodeRequest, QuorumRequest};
+use weft_proto::stanza;
+use weft_proto::types::Timespec;
+use weft_proto::{Request, Response};
+
+use super::call::call_manager;
+use super::Local;
+use crate::size::parse_size;
+use crate::Target;
+
+#[derive(clap::Args)]
+pub struct NsdCreateArgs {
+    /// Stanza file with `%nsd:` stanzas (GPFS syntax).
+    #[arg(short = 'F')]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct FsCreateArgs {
+    /// File system name.
+    pub name: String,
+    /// Stanza file naming the NSDs of the file system (created before with `weft nsd create`).
+    #[arg(short = 'F')]
+    pub file: PathBuf,
+    /// Block size: a power of two from 64K to 16M.
+    #[arg(short = 'B', default_value = "4M")]
+    pub block_size: String,
+    /// Default metadata replicas (1..=3).
+    #[arg(short = 'm', default_value_t = 1)]
+    pub meta_replicas: u8,
+    /// Maximum metadata replicas (1..=3).
+    #[arg(short = 'M', default_value_t = 2)]
+    pub max_meta_replicas: u8,
+    /// Default data replicas (1..=3).
+    #[arg(short = 'r', default_value_t = 1)]
+    pub data_replicas: u8,
+    /// Maximum data replicas (1..=3).
+    #[arg(short = 'R', default_value_t = 2)]
+    pub max_data_replicas: u8,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// File system name.
+    pub fs: String,
+    /// Mount point (an existing directory on this node).
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct UmountArgs {
+    /// Mount point.
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+async fn config(local: &Local, pool: &weft_net::Pool) -> Result<ClusterConfig> {
+    match call_manager(pool, &local.quorum_addrs, QuorumRequest::GetConfig).await? {
+        Response::Config(c) => Ok(*c),
+        other => bail!("unexpected answer {other:?}"),
+    }
+}
+
+/// A node named in `servers=`: by node name, by address, or by host part.
+fn find_server<'a>(config: &'a ClusterConfig, name: &str) -> Option<&'a NodeInfo> {
+    config.nodes.iter().find(|n| {
+        n.name == name || n.addr == name || n.addr.rsplit_once(':').map(|(h, _)| h) == Some(name)
+    })
+}
+
+fn read_stanzas(path: &PathBuf) -> Result<stanza::Stanzas> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read stanza file {}", path.display()))?;
+    stanza::parse(&text)
+        .map_err(|errors| anyhow::anyhow!("{}: {}", path.display(), stanza::render_errors(&errors)))
+}
+
+/// `weft nsd create -F FILE`.
+pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
+    let stanzas = read_stanzas(&args.file)?;
+    let local = Local::open(&args.target)?;
+    let rt = crate::admin::runtime()?;
+    let pool = local.pool();
+    rt.block_on(async {
+        let cfg = config(&local, &pool).await?;
+        let mut problems = Vec::new();
+        let mut nsds = Vec::new();
+        for s in &stanzas.nsds {
+            let Some(primary) = s.servers.first() else {
+                problems.push(format!("line {}: NSD {} has no servers=: name the node that serves it", s.line, s.name));
+                continue;
+            };
+            let Some(node) = find_server(&cfg, primary) else {
+                problems.push(format!(
+                    "line {}: servers={primary} is not a node of the cluster (see `weft node list`)",
+                    s.line
+                ));
+                continue;
+            };
+            if cfg.nsds.iter().any(|n| n.name == s.name) {
+                problems.push(format!("line {}: NSD {} already exists", s.line, s.name));
+                continue;
+            }
+            let peer = pool.peer(&node.addr);
+            let probe = Request::Node(NodeRequest::ProbeDevice {
+                path: s.device.clone(),
+            });
+            let free = match peer.call(probe, Bytes::new()).await {
+                Ok((Response::Device { free }, _)) => free,
+                Ok((other, _)) => {
+                    problems.push(format!("line {}: {} answered {other:?}", s.line, node.name));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(format!("line {}: on {}: {e}", s.line, node.name));
+                    continue;
+                }
+            };
+            nsds.push(NsdInfo {
+                id: 0,
+                name: s.name.clone(),
+                node: node.id,
+                device: s.device.clone(),
+                failure_group: s.failure_group.unwrap_or(node.id),
+                usage: s.usage.to_config(),
+                pool: s.pool.clone(),
+                size: s.size.unwrap_or(free),
+                status: DiskStatus::Up,
+                availability: Availability::Ready,
+            });
+        }
+        if !problems.is_empty() {
+            bail!("no NSD was created:\n  {}", problems.join("\n  "));
+        }
+        let names: Vec<String> = nsds.iter().map(|n| n.name.clone()).collect();
+        call_manager(&pool, &local.quorum_addrs, QuorumRequest::Change(ConfigChange::AddNsds(nsds))).await?;
+        println!("weft: created NSDs {}", names.join(", "));
+        Ok(())
+    })
+}
+
+/// `weft fs create NAME -F FILE`.
+pub fn fs_create(args: FsCreateArgs) -> Result<()> {
+    let bs = parse_size(&args.block_size).map_err(|e| anyhow::anyhow!("-B: {e}"))?;
+    if !valid_block_size(bs) {
+        bail!(
+            "-B {} is not a valid block size: give a power of two from 64K to 16M",
+            args.block_size
+        );
+    }
+    for (flag, v, max) in [
+        ("-m", args.meta_replicas, args.max_meta_replicas),
+        ("-r", args.data_replicas, args.max_data_replicas),
+    ] {
+        if !(1..=3).contains(&v) || !(1..=3).contains(&max) || v > max {
+            bail!("{flag} {v} with maximum {max}: replicas are 1 to 3 and the default at most the maximum");
+        }
+    }
+    if args.meta_replicas > 1 {
+        bail!(
+            "-m {}: metadata replicas above 1 come with Raft-replicated shards; use -m 1 for now",
+            args.meta_replicas
+        );
+    }
+    let stanzas = read_stanzas(&args.file)?;
+    let local = Local::open(&args.target)?;
+    let rt = crate::admin::runtime()?;
+    let pool = local.pool();
+    rt.block_on(async {
+        let cfg = config(&local, &pool).await?;
+        let mut members = Vec::new();
+        for s in &stanzas.nsds {
+            match cfg.nsds.iter().find(|n| n.name == s.name) {
+                Some(n) => members.push(n.clone()),
+                None => bail!(
+                    "line {}: NSD {} does not exist: create it first with `weft nsd create -F {}`",
+                    s.line,
+                    s.name,
+                    args.file.display()
+                ),
+            }
+        }
+        let pools: std::collections::BTreeSet<String> = members.iter().map(|n| n.pool.clone()).collect();
+        let mut tables = Vec::new();
+        for p in &pools {
+            if !members.iter().any(|n| &n.pool == p && n.usage.holds_data()) {
+                continue;
+            }
+            let Some(t) = plan_chain_table(p, 1, &members, usize::from(args.data_replicas)) else {
+                bail!(
+                    "pool {p} has fewer failure groups than -r {}: give NSDs in more failure groups or a lower -r",
+                    args.data_replicas
+                );
+            };
+            tables.push(t);
+        }
+        // The system pool first: new files go to the first table.
+        tables.sort_by_key(|t| t.pool != "system");
+        let meta_node = members
+            .iter()
+            .filter(|n| n.usage.holds_metadata())
+            .filter_map(|n| cfg.node(n.node))
+            .find(|n| n.roles.meta)
+            .or_else(|| cfg.nodes.iter().find(|n| n.roles.meta))
+            .context("no node runs the meta role: join one with --roles meta")?;
+        let total: u64 = members.iter().map(|n| n.size).sum();
+        let bs = bs as u32;
+        let fs = FsInfo {
+            id: 0,
+            name: args.name.clone(),
+            block_size: bs,
+            subblock_size: subblock_size(bs),
+            inode_size: 4096,
+            default_meta_replicas: args.meta_replicas,
+            max_meta_replicas: args.max_meta_replicas,
+            default_data_replicas: args.data_replicas,
+            max_data_replicas: args.max_data_replicas,
+            allocation: "cluster".into(),
+            created: Timespec::now(),
+            format_version: FORMAT_VERSION,
+            max_inodes: (total / (64 << 10)).max(1 << 20),
+            data_in_inode: true,
+            shards: vec![ShardInfo {
+                id: 0,
+                node: meta_node.id,
+            }],
+            chain_tables: tables,
+        };
+        call_manager(&pool, &local.quorum_addrs, QuorumRequest::Change(ConfigChange::CreateFs(Box::new(fs)))).await?;
+        println!(
+            "weft: created file system {} (block size {}, {} NSDs, metadata on {})",
+            args.name,
+            crate::size::show_size(u64::from(if bs == 0 { DEFAULT_BLOCK } else { bs })),
+            members.len(),
+            meta_node.name
+        );
+        Ok(())
+    })
+}
+
+async fn node_call(local: &Local, req: NodeRequest) -> Result<Response> {
+    let addr = std::fs::read_to_string(local.dir.addr_file()).with_context(|| {
+        format!(
+            "the node of {} is not running: start it with `weft node run --data {}`",
+            local.dir.root.display(),
+            local.dir.root.display()
+        )
+    })?;
+    let addr = addr.lines().next().unwrap_or_default().trim().to_string();
+    let pool = local.pool();
+    let peer = pool.peer(&addr);
+    let (resp, _) = peer
+        .call(Request::Node(req), Bytes::new())
+        .await
+        .map_err(|e| match e {
+            weft_net::NetError::Remote(r) => anyhow::anyhow!("{}", r.message),
+            other => anyhow::anyhow!("{other}"),
+        })?;
+    Ok(resp)
+}
+
+/// `weft mount FS PATH`: the local node's daemon serves the mount.
+pub fn mount(args: MountArgs) -> Result<()> {
+    let local = Local::open(&args.target)?;
+    let path = std::path::absolute(&args.path).unwrap_or(args.path.clone());
+    if !path.is_dir() {
+        bail!(
+            "mount point {} is not a directory: create it with `mkdir -p {}`",
+            path.display(),
+            path.display()
+        );
+    }
+    let rt = crate::admin::runtime()?;
+    rt.block_on(node_call(
+        &local,
+        NodeRequest::Mount {
+            fs: args.fs.clone(),
+            path: path.display().to_string(),
+        },
+    ))?;
+    println!("weft: {} mounted on {}", args.fs, path.display());
+    Ok(())
+}
+
+/// `weft umount PATH`.
+pub fn umount(args: UmountArgs) -> Result<()> {
+    let local = Local::open(&args.target)?;
+    let path = std::path::absolute(&args.path).unwrap_or(args.path.clone());
+    let rt = crate::admin::runtime()?;
+    rt.block_on(node_call(
+        &local,
+        NodeRequest::Umount {
+            path: path.display().to_string(),
+        },
+    ))?;
+    println!("weft: unmounted {}", path.display());
+    Ok(())
+}

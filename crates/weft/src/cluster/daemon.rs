@@ -1,0 +1,477 @@
+//! A cluster node's daemon (`weft node run`, and the tail of `cluster init`
+//! and `node join`): one listener for every role, the Raft quorum store on
+//! quorum nodes, and background loops that
+//! - follow the configuration (from the local Raft store or any quorum node),
+//!   keep a copy in `DATA/config-cache.json` so I/O goes on when the quorum is
+//!   unreachable, and open the meta shards and NSDs placed on this node;
+//! - heartbeat the cluster manager (every node) and, on the manager, add
+//!   joined quorum nodes to the Raft group;
+//! - serve the FUSE mounts `weft mount` asks for.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use tracing::{info, warn};
+use weft_client::{Client, ClientConfig, Cluster};
+use weft_meta::{MetaServer, MetaSpec};
+use weft_net::{serve, Handler, Pool, Secret};
+use weft_nsd::{NsdServer, NsdSpec};
+use weft_proto::config::ClusterConfig;
+use weft_proto::msg::{NodeRequest, QuorumRequest, RaftKind};
+use weft_proto::{ErrorKind, RemoteError, Request, Response};
+use weft_quorum::raft::{BoxFuture, TransportError};
+use weft_quorum::{ConfigStore, RaftStore, RaftTiming, RaftTransport};
+
+use super::call::call_manager;
+use super::manager::Manager;
+use super::node_config::NodeConfig;
+use crate::datadir::DataDir;
+use crate::node::{Node, NodeControl, QuorumRole};
+
+/// Raft messages over the node's authenticated connections.
+struct NetTransport {
+    pool: Arc<Pool>,
+}
+
+impl RaftTransport for NetTransport {
+    fn call(
+        &self,
+        addr: String,
+        kind: RaftKind,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+        let peer = self.pool.peer(&addr);
+        Box::pin(async move {
+            let req = Request::Quorum(QuorumRequest::Raft { kind, payload });
+            let fail = |reason: String| TransportError {
+                addr: addr.clone(),
+                reason,
+            };
+            match tokio::time::timeout(timeout, peer.call(req, Bytes::new())).await {
+                Ok(Ok((Response::Raft(b), _))) => Ok(b),
+                Ok(Ok((other, _))) => Err(fail(format!("unexpected answer {other:?}"))),
+                Ok(Err(e)) => Err(fail(e.to_string())),
+                Err(_) => Err(fail("timed out".into())),
+            }
+        })
+    }
+}
+
+/// What the first start of a node does before it serves.
+pub enum FirstStart {
+    /// `weft cluster init`: commit the first configuration.
+    Init(Box<ClusterConfig>),
+    /// Later starts (and `node join`, already registered).
+    None,
+}
+
+/// Meta shard and NSD placement this node has opened.
+#[derive(Default)]
+struct Served {
+    meta: BTreeSet<u32>,
+    nsds: BTreeSet<u32>,
+}
+
+struct Mount {
+    handle: weft_fuse::MountHandle,
+}
+
+/// The mounts this daemon serves (`weft mount` / `weft umount`).
+struct Mounts {
+    cluster: Arc<Cluster>,
+    config: NodeConfig,
+    rt: tokio::runtime::Handle,
+    mounts: Mutex<BTreeMap<String, (String, Mount)>>,
+}
+
+impl Mounts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (String, Mount)>> {
+        match self.mounts.lock() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn mount(&self, fs: &str, path: &str) -> Result<()> {
+        if self.lock().contains_key(path) {
+            anyhow::bail!(
+                "{path} is already a Weft mount of this node: `weft umount {path}` first"
+            );
+        }
+        let client = Client::with_config(
+            self.cluster.clone(),
+            fs,
+            ClientConfig {
+                pagepool: self.config.pagepool,
+                ..ClientConfig::default()
+            },
+        )?;
+        let opts = weft_fuse::MountOptions {
+            fs_name: format!("weft:{fs}"),
+            ..weft_fuse::MountOptions::default()
+        };
+        let handle = weft_fuse::mount(client, self.rt.clone(), std::path::Path::new(path), opts)?;
+        info!(fs, path, "mounted");
+        self.lock()
+            .insert(path.to_string(), (fs.to_string(), Mount { handle }));
+        Ok(())
+    }
+
+    fn unmount_all(&self) {
+        let all = std::mem::take(&mut *self.lock());
+        for (path, (_, m)) in all {
+            if let Err(e) = m.handle.unmount() {
+                warn!(path, error = %e, "unmount failed");
+            }
+        }
+    }
+}
+
+impl NodeControl for Mounts {
+    fn handle(&self, req: NodeRequest) -> Response {
+        let err = |kind, msg: String| Response::Error(RemoteError::new(kind, msg));
+        match req {
+            NodeRequest::Mount { fs, path } => match self.mount(&fs, &path) {
+                Ok(()) => Response::Unit,
+                Err(e) => err(ErrorKind::Invalid, format!("{e:#}")),
+            },
+            NodeRequest::Umount { path } => {
+                let m = self.lock().remove(&path);
+                match m {
+                    Some((_, m)) => match m.handle.unmount() {
+                        Ok(()) => Response::Unit,
+                        Err(e) => err(ErrorKind::Busy, format!("cannot unmount {path}: {e}")),
+                    },
+                    None => err(
+                        ErrorKind::NotFound,
+                        format!("{path} is not a Weft mount of this node"),
+                    ),
+                }
+            }
+            NodeRequest::Mounts => Response::Mounts(
+                self.lock()
+                    .iter()
+                    .map(|(p, (fs, _))| (fs.clone(), p.clone()))
+                    .collect(),
+            ),
+            NodeRequest::ProbeDevice { path } => match super::devices::probe(&path) {
+                Ok(free) => Response::Device { free },
+                Err(e) => err(ErrorKind::Invalid, e),
+            },
+        }
+    }
+}
+
+fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
+    let block_size = config
+        .filesystems
+        .iter()
+        .find(|f| {
+            f.chain_tables
+                .iter()
+                .any(|t| t.chains.iter().any(|c| c.nsds.contains(&nsd.id)))
+        })
+        .map(|f| f.block_size)
+        .unwrap_or(weft_proto::layout::DEFAULT_BLOCK);
+    NsdSpec {
+        id: nsd.id,
+        name: nsd.name.clone(),
+        path: PathBuf::from(&nsd.device),
+        size: nsd.size,
+        block_size,
+    }
+}
+
+/// Opens the meta shards and NSDs the configuration places on this node.
+fn reconcile(
+    node: &Node,
+    served: &mut Served,
+    dir: &DataDir,
+    me: u32,
+    cfg: &ClusterConfig,
+    lock_lease_ms: u64,
+) {
+    for fs in &cfg.filesystems {
+        if served.meta.contains(&fs.id) || !fs.shards.iter().any(|s| s.node == me) {
+            continue;
+        }
+        let Some(table) = fs.chain_tables.first() else {
+            continue;
+        };
+        let spec = MetaSpec {
+            fs: fs.id,
+            shard: 0,
+            block_size: fs.block_size,
+            pool: 0,
+            table_version: table.version,
+            stripe_width: table.chains.len() as u32,
+            max_inodes: fs.max_inodes,
+            data_in_inode: fs.data_in_inode,
+            durable: false,
+            sync_interval_ms: 50,
+            lock_lease_ms,
+        };
+        if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
+            warn!(error = %e, "cannot create the meta directory");
+            continue;
+        }
+        match MetaServer::open(&dir.meta(&fs.name, 0), spec) {
+            Ok(m) => {
+                node.add_meta(fs.id, m);
+                served.meta.insert(fs.id);
+                info!(fs = %fs.name, "serving metadata shard 0");
+            }
+            Err(e) => warn!(fs = %fs.name, error = %e, "cannot open the metadata shard"),
+        }
+    }
+    let used = weft_quorum::change::used_nsds(cfg);
+    let mine: Vec<&weft_proto::config::NsdInfo> = cfg
+        .nsds
+        .iter()
+        .filter(|n| n.node == me && used.contains(&n.id))
+        .collect();
+    let ids: BTreeSet<u32> = mine.iter().map(|n| n.id).collect();
+    if ids == served.nsds {
+        return;
+    }
+    let mut specs = Vec::new();
+    for n in &mine {
+        let spec = nsd_spec(cfg, n);
+        if weft_nsd::read_label(&spec.path).is_err() {
+            if let Err(e) = weft_nsd::format_nsd(&spec, &cfg.cluster_id) {
+                warn!(nsd = %n.name, error = %e, "cannot format the NSD");
+                continue;
+            }
+            info!(nsd = %n.name, device = %n.device, "NSD formatted");
+        }
+        specs.push(spec);
+    }
+    match NsdServer::open(specs, &cfg.cluster_id) {
+        Ok(s) => {
+            node.set_nsd(s);
+            served.nsds = ids;
+            info!(nsds = ?served.nsds, "serving NSDs");
+        }
+        Err(e) => warn!(error = %e, "cannot open the NSDs"),
+    }
+}
+
+/// Runs the node until SIGINT or SIGTERM.
+pub fn run(dir: &DataDir, first: FirstStart) -> Result<()> {
+    let cfg = NodeConfig::load(&dir.root.join("node.toml"))?;
+    let _lock = dir.lock()?;
+    let secret = Secret::load(&dir.secret()).context("cannot read the cluster secret")?;
+    let roles = cfg.roles()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft")
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = rt.block_on(serve_node(dir, cfg.clone(), roles, secret, first));
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let _ = std::fs::remove_file(dir.addr_file());
+    result
+}
+
+async fn serve_node(
+    dir: &DataDir,
+    cfg: NodeConfig,
+    roles: weft_proto::config::Roles,
+    secret: Secret,
+    first: FirstStart,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}: is another node using it?", cfg.listen))?;
+    let name = format!("weft-node-{}", cfg.node_id);
+    let pool = Arc::new(Pool::new(secret.clone(), &name, 2));
+    let fdt = Duration::from_secs(cfg.failure_detection_time);
+    let rt = tokio::runtime::Handle::current();
+    let manager = if roles.quorum {
+        let transport = Arc::new(NetTransport { pool: pool.clone() });
+        let store = RaftStore::open(
+            &dir.root.join("quorum.redb"),
+            u64::from(cfg.node_id),
+            transport,
+            RaftTiming::default(),
+        )
+        .await?;
+        Some(Arc::new(Manager::new(
+            Arc::new(store),
+            secret.clone(),
+            fdt,
+            rt.clone(),
+        )))
+    } else {
+        None
+    };
+    let node = Arc::new(Node::new(match &manager {
+        Some(m) => QuorumRole::Raft(m.clone()),
+        None => QuorumRole::None,
+    }));
+    let handler: Arc<dyn Handler> = node.clone();
+    let server = tokio::spawn(serve(listener, secret.clone(), handler.clone()));
+    if let (FirstStart::Init(config), Some(m)) = (first, &manager) {
+        m.raft().initialize(&cfg.listen, *config).await?;
+    }
+    std::fs::write(
+        dir.addr_file(),
+        format!("{}\n{}\n", cfg.listen, std::process::id()),
+    )
+    .context("cannot write the run file")?;
+
+    // The configuration: local replica, else any quorum node, else the copy
+    // kept from the last run.
+    let cache = dir.root.join(super::CONFIG_CACHE);
+    let mut config = None;
+    for _ in 0..100 {
+        config = current_config(&manager, &pool, &cfg.quorum_addrs).await;
+        if config.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let config = match config {
+        Some(c) => c,
+        None => serde_json::from_slice(&std::fs::read(&cache).unwrap_or_default()).with_context(
+            || "no quorum node answers and no configuration is kept from an earlier run",
+        )?,
+    };
+    let cluster = Cluster::from_config(
+        secret.clone(),
+        &name,
+        Some((&cfg.listen, handler.clone())),
+        config.clone(),
+    );
+    let mounts = Arc::new(Mounts {
+        cluster: cluster.clone(),
+        config: cfg.clone(),
+        rt: rt.clone(),
+        mounts: Mutex::new(BTreeMap::new()),
+    });
+    node.set_control(mounts.clone());
+    let mut served = Served::default();
+    reconcile(
+        &node,
+        &mut served,
+        dir,
+        cfg.node_id,
+        &config,
+        cfg.failure_detection_time * 1000,
+    );
+    println!(
+        "weft: node {} ({}) of cluster {} listening on {} (roles: {})",
+        cfg.node_name,
+        cfg.node_id,
+        cfg.cluster_name,
+        cfg.listen,
+        cfg.roles.join(",")
+    );
+    println!("weft: ready; Ctrl-C or SIGTERM stops the node");
+
+    let follow = {
+        let node = node.clone();
+        let manager = manager.clone();
+        let pool = pool.clone();
+        let cfg = cfg.clone();
+        let dir = DataDir::new(&dir.root);
+        tokio::spawn(async move {
+            let mut epoch = config.epoch;
+            let mut quorum_addrs = cfg.quorum_addrs.clone();
+            let mut was_leader = false;
+            let beat = (fdt / 4).clamp(Duration::from_millis(300), Duration::from_secs(3));
+            loop {
+                tokio::time::sleep(beat).await;
+                if let Some(m) = &manager {
+                    let leader = m.raft().leadership().state.is_leader();
+                    if leader && !was_leader {
+                        m.became_leader();
+                    }
+                    was_leader = leader;
+                    if leader {
+                        m.reconcile_voters().await;
+                    }
+                }
+                let hb = QuorumRequest::Heartbeat {
+                    node: cfg.node_id,
+                    epoch,
+                };
+                let newer = match call_manager(&pool, &quorum_addrs, hb).await {
+                    Ok(Response::Epoch(e)) => e > epoch,
+                    Ok(_) => false,
+                    Err(e) => {
+                        warn!(error = %e, "cannot reach the cluster manager");
+                        true
+                    }
+                };
+                if !newer {
+                    continue;
+                }
+                let Some(c) = current_config(&manager, &pool, &quorum_addrs).await else {
+                    continue;
+                };
+                if c.epoch <= epoch {
+                    continue;
+                }
+                epoch = c.epoch;
+                quorum_addrs = c
+                    .nodes
+                    .iter()
+                    .filter(|n| n.roles.quorum)
+                    .map(|n| n.addr.clone())
+                    .collect();
+                if let Ok(bytes) = serde_json::to_vec_pretty(&c) {
+                    super::save_cache(&dir, &bytes);
+                }
+                cluster.offer_config(&c);
+                reconcile(
+                    &node,
+                    &mut served,
+                    &dir,
+                    cfg.node_id,
+                    &c,
+                    cfg.failure_detection_time * 1000,
+                );
+            }
+        })
+    };
+
+    super::wait_for_signal().await?;
+    println!("weft: stopping");
+    follow.abort();
+    let m = mounts.clone();
+    let _ = tokio::task::spawn_blocking(move || m.unmount_all()).await;
+    server.abort();
+    if let Some(m) = &manager {
+        m.raft().shutdown().await;
+    }
+    Ok(())
+}
+
+/// The newest configuration this node can read now.
+async fn current_config(
+    manager: &Option<Arc<Manager>>,
+    pool: &Pool,
+    quorum_addrs: &[String],
+) -> Option<ClusterConfig> {
+    let local = manager.as_ref().and_then(|m| m.raft().get());
+    let mut best = local;
+    for a in quorum_addrs {
+        let peer = pool.peer(a);
+        let call = peer.call(Request::Quorum(QuorumRequest::GetConfig), Bytes::new());
+        if let Ok(Ok((Response::Config(c), _))) =
+            tokio::time::timeout(Duration::from_secs(2), call).await
+        {
+            if best.as_ref().is_none_or(|b| c.epoch > b.epoch) {
+                best = Some(*c);
+            }
+            break;
+        }
+    }
+    best
+}

@@ -1,0 +1,170 @@
+//! The quorum role of a cluster node: serves the replicated configuration,
+//! Raft traffic between quorum nodes, and — on the leader, the cluster
+//! manager — joins, configuration changes and node liveness. Requests arrive
+//! on the blocking pool (see `weft-net`); Raft's async calls are driven from
+//! there with the runtime's handle.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Handle;
+use tracing::{info, warn};
+use weft_net::Secret;
+use weft_proto::msg::{JoinRequest, NodeLiveness, QuorumRequest};
+use weft_proto::{ErrorKind, RemoteError, Response};
+use weft_quorum::liveness::Liveness;
+use weft_quorum::{change, ConfigStore, QuorumError, RaftStore};
+
+pub struct Manager {
+    raft: Arc<RaftStore>,
+    secret: Secret,
+    failure_detection: Duration,
+    liveness: Mutex<Liveness>,
+    rt: Handle,
+}
+
+fn quorum_error(e: QuorumError) -> Response {
+    match e {
+        QuorumError::NotLeader { leader } => Response::NotLeader { leader },
+        QuorumError::NoQuorum { .. } => {
+            Response::Error(RemoteError::new(ErrorKind::NoQuorum, e.to_string()))
+        }
+        QuorumError::Refused { reason } => {
+            Response::Error(RemoteError::new(ErrorKind::Invalid, reason))
+        }
+        other => Response::Error(RemoteError::new(ErrorKind::Internal, other.to_string())),
+    }
+}
+
+impl Manager {
+    pub fn new(
+        raft: Arc<RaftStore>,
+        secret: Secret,
+        failure_detection: Duration,
+        rt: Handle,
+    ) -> Self {
+        Manager {
+            raft,
+            secret,
+            failure_detection,
+            liveness: Mutex::new(Liveness::new(failure_detection, Instant::now())),
+            rt,
+        }
+    }
+
+    pub fn raft(&self) -> &Arc<RaftStore> {
+        &self.raft
+    }
+
+    fn not_leader(&self) -> Option<Response> {
+        let l = self.raft.leadership();
+        if l.state.is_leader() {
+            None
+        } else {
+            Some(Response::NotLeader {
+                leader: l.leader.map(|(_, a)| a),
+            })
+        }
+    }
+
+    fn lock_liveness(&self) -> std::sync::MutexGuard<'_, Liveness> {
+        match self.liveness.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// A new manager forgets what the previous one saw and waits one failure
+    /// detection time before calling silent nodes down.
+    pub fn became_leader(&self) {
+        *self.lock_liveness() = Liveness::new(self.failure_detection, Instant::now());
+    }
+
+    /// Serves one quorum request (on a blocking thread).
+    pub fn handle(&self, req: QuorumRequest) -> Response {
+        match req {
+            QuorumRequest::GetConfig => match self.raft.get() {
+                Some(c) => Response::Config(Box::new(c)),
+                None => Response::Error(RemoteError::new(
+                    ErrorKind::NoQuorum,
+                    "this quorum node holds no configuration yet",
+                )),
+            },
+            QuorumRequest::Raft { kind, payload } => {
+                Response::Raft(self.rt.block_on(self.raft.handle_raft(kind, &payload)))
+            }
+            QuorumRequest::Join(j) => self.not_leader().unwrap_or_else(|| self.join(j)),
+            QuorumRequest::Change(c) => self.not_leader().unwrap_or_else(|| {
+                let apply =
+                    move |cfg: &mut weft_proto::config::ClusterConfig| change::apply(cfg, &c);
+                match self.rt.block_on(self.raft.update(&apply)) {
+                    Ok(cfg) => Response::Config(Box::new(cfg)),
+                    Err(e) => quorum_error(e),
+                }
+            }),
+            QuorumRequest::Heartbeat { node, epoch } => self.not_leader().unwrap_or_else(|| {
+                self.lock_liveness().heartbeat(node, epoch, Instant::now());
+                Response::Epoch(self.raft.get().map(|c| c.epoch).unwrap_or(0))
+            }),
+            QuorumRequest::NodeStates => self.not_leader().unwrap_or_else(|| {
+                let Some(cfg) = self.raft.get() else {
+                    return Response::NodeStates(Vec::new());
+                };
+                let ids: Vec<u32> = cfg.nodes.iter().map(|n| n.id).collect();
+                let me = self.raft.id() as u32;
+                let mut states = self.lock_liveness().states(&ids, Instant::now());
+                for s in states.iter_mut().filter(|s| s.node == me) {
+                    s.state = NodeLiveness::Active;
+                    s.last_heard_ms = Some(0);
+                    s.epoch = cfg.epoch;
+                }
+                Response::NodeStates(states)
+            }),
+        }
+    }
+
+    fn join(&self, j: JoinRequest) -> Response {
+        let req = j.clone();
+        let apply = move |cfg: &mut weft_proto::config::ClusterConfig| {
+            change::add_node(cfg, &req).map(|_| ())
+        };
+        let cfg = match self.rt.block_on(self.raft.update(&apply)) {
+            Ok(c) => c,
+            Err(e) => return quorum_error(e),
+        };
+        let Some(node) = cfg.nodes.iter().find(|n| n.addr == j.addr) else {
+            return Response::Error(RemoteError::new(
+                ErrorKind::Internal,
+                "joined node missing from the configuration",
+            ));
+        };
+        info!(node = node.id, name = %node.name, addr = %node.addr, "node joined");
+        let key = self.secret.join_key(&j.claim);
+        let nonce: [u8; 32] = rand::random();
+        Response::Joined {
+            node: node.id,
+            seal_nonce: nonce,
+            sealed_secret: self.secret.seal(&key, &nonce),
+            config: Box::new(cfg.clone()),
+        }
+    }
+
+    /// On the leader: makes every quorum node of the configuration a Raft
+    /// voter (a node that joined, or one the previous manager had not added).
+    pub async fn reconcile_voters(&self) {
+        let l = self.raft.leadership();
+        if !l.state.is_leader() {
+            return;
+        }
+        let Some(cfg) = self.raft.get() else { return };
+        for n in cfg.nodes.iter().filter(|n| n.roles.quorum) {
+            if l.voters.contains(&u64::from(n.id)) {
+                continue;
+            }
+            match self.raft.add_voter(u64::from(n.id), &n.addr).await {
+                Ok(()) => info!(node = n.id, addr = %n.addr, "quorum node added to the Raft group"),
+                Err(e) => warn!(node = n.id, error = %e, "cannot add quorum node yet"),
+            }
+        }
+    }
+}
