@@ -382,24 +382,13 @@ async fn serve_until_signal(
         None => None,
     };
     println!("weft: ready; Ctrl-C or SIGTERM stops and unmounts");
-    wait_for_signal().await?;
+    crate::cluster::wait_for_signal().await?;
     println!("weft: stopping");
     if let Some(h) = handle {
         h.unmount()?;
         if let Some(m) = &mount {
             println!("weft: unmounted {}", m.display());
         }
-    }
-    Ok(())
-}
-
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
     Ok(())
 }
