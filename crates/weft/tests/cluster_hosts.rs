@@ -1,7 +1,7 @@
 //! A cluster of real `weft` processes, each host a network namespace with an
 //! address of its own: 3 quorum nodes, 2 NSD nodes and a client-only node.
 //! Data written through the client node's mount reads back identical
-//! through a mount on another node, striped over both NSD hosts; files
+//! (1 GiB) through a mount on another node, striped over both NSD hosts; files
 //! created on one node are listed and stat'ed on another; the cluster
 //! manager is killed with SIGKILL and replaced; a partitioned quorum node
 //! refuses changes while the majority goes on, and converges after healing.
@@ -124,7 +124,6 @@ fn dir_bytes(p: &Path) -> u64 {
 }
 
 #[test]
-#[ignore = "blocked: after the six nodes are active, the NSD probe from an admin command fails with EHOSTUNREACH although a shell in the same namespace connects; under investigation (see docs/cluster.md)"]
 fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     let net = match Net::new("cl") {
         Ok(n) => n,
@@ -312,7 +311,7 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     {
         let mut f = std::fs::File::create(&src).unwrap();
         let mut buf = vec![0u8; 1 << 20];
-        for _ in 0..128 {
+        for _ in 0..1024 {
             rand::Rng::fill(&mut rand::thread_rng(), &mut buf[..]);
             f.write_all(&buf).unwrap();
         }
@@ -320,7 +319,7 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     std::fs::copy(&src, m_cl.join("big")).unwrap();
     assert_eq!(hash_file(&m_q2.join("big")), hash_file(&src));
     assert!(
-        dir_bytes(&dev1) > 32 << 20 && dir_bytes(&dev2) > 32 << 20,
+        dir_bytes(&dev1) > 256 << 20 && dir_bytes(&dev2) > 256 << 20,
         "not striped over both NSD hosts"
     );
 
@@ -383,14 +382,16 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
             ok
         },
     );
-    let minority = c.root.path().join("minority.stanza");
-    std::fs::write(
-        &minority,
-        format!("%nsd: nsd=nsd4 device={} servers=s1\n", dev3.display()),
-    )
-    .unwrap();
-    let e = c.weft_err(&q3, &["nsd", "create", "-F", minority.to_str().unwrap()]);
-    assert!(e.contains("no quorum") || e.contains("reach"), "{e}");
+    // On the minority side a change that needs only the manager is refused
+    // by name (the NSD servers are out of reach there too).
+    let e = c.weft_err(
+        &q3,
+        &["fs", "create", "fs2", "-F", stanza.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("no quorum: 1 of 3 quorum nodes reachable"),
+        "{e}"
+    );
     c.net.heal(&q3).unwrap();
     wait_until(Duration::from_secs(40), "q3 to converge", || {
         let a = epoch(&c.node_list(&cl));
