@@ -57,8 +57,6 @@ struct FileState {
     pending_alloc: i64,
     /// Chunks past the known size were cleared: gap writes need no cleanup.
     tail_clean: bool,
-    /// The last name is gone: free the inode at the last close.
-    orphan: bool,
 }
 
 struct OpenFile {
@@ -531,7 +529,11 @@ impl Client {
         let a = self
             .meta_attr(
                 ino,
-                MetaRequest::SetAttr { ino, set },
+                MetaRequest::SetAttr {
+                    ino,
+                    set,
+                    client: self.lock_client_id(),
+                },
                 Bytes::new(),
                 "setattr",
             )
@@ -542,19 +544,55 @@ impl Client {
 
     // ---- open files ---------------------------------------------------------
 
-    /// Registers an open; with `truncate` the file is emptied (O_TRUNC).
+    /// Registers an open with this client and the file's shard (which
+    /// answers the current attributes: close-to-open, the size and data
+    /// another node committed before its close are seen); with `truncate`
+    /// the file is emptied (O_TRUNC).
     pub async fn open(&self, ino: Ino, truncate: bool) -> Result<(), ClientError> {
-        let attr = self
-            .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
-            .await?;
-        self.open_with(attr, truncate).await
+        let attr = self.register_open(ino).await?;
+        self.open_local(attr, truncate).await
     }
 
     /// [`Client::open`] of a file whose attributes the caller has just had
-    /// from the meta role (a create or lookup answer): no request to fetch
-    /// them again.
+    /// from the meta role (a create or lookup answer).
     pub async fn open_with(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
+        let attr = self.register_open(attr.ino).await?;
+        self.open_local(attr, truncate).await
+    }
+
+    /// Tells the shard this client has `ino` open, so that an unlink
+    /// elsewhere does not free it and a truncation elsewhere is not undone
+    /// by this client's late write-back. The shard forgets the opens of a
+    /// client whose lease runs out, so the lease is renewed from now on.
+    async fn register_open(&self, ino: Ino) -> Result<Attr, ClientError> {
+        let client = self.lock_client_id();
+        let attr = self
+            .meta_attr(
+                ino,
+                MetaRequest::Opened { ino, client },
+                Bytes::new(),
+                "opened",
+            )
+            .await?;
+        self.keep_locks_alive();
+        Ok(attr)
+    }
+
+    fn already_open(&self, ino: Ino) -> bool {
+        self.open_file(ino).is_some()
+    }
+
+    fn forget_cached(&self, attr: &Attr) {
+        self.pool.invalidate(attr.ino, 0);
+    }
+
+    async fn open_local(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
         let ino = attr.ino;
+        if !self.already_open(ino) {
+            // Another node may have changed the file since this client last
+            // had it: cached blocks are not trusted across opens.
+            self.forget_cached(&attr);
+        }
         {
             let mut files = match self.files.lock() {
                 Ok(f) => f,
@@ -574,7 +612,6 @@ impl Client {
                                 pending_mtime: None,
                                 pending_alloc: 0,
                                 tail_clean: false,
-                                orphan: false,
                             }),
                             wb: WriteBehind::default(),
                             ra: Mutex::new(ReadAhead::default()),
@@ -610,7 +647,6 @@ impl Client {
             return Ok(());
         }
         let committed = self.commit(ino).await;
-        let (orphan, attr) = file.with(|s| (s.orphan, s.attr.clone()));
         {
             let mut files = match self.files.lock() {
                 Ok(f) => f,
@@ -621,15 +657,16 @@ impl Client {
                 files.remove(&ino);
             }
         }
-        if orphan {
-            self.reclaim(&Orphan {
-                ino,
-                gen: attr.gen,
-                size: attr.size,
-                layout: attr.layout,
-                inline: attr.inline,
-            })
-            .await?;
+        // The last close here: the shard says whether it was the last
+        // anywhere of a file unlinked meanwhile, which this client then frees.
+        let client = self.lock_client_id();
+        match self
+            .meta(ino, MetaRequest::Closed { ino, client }, Bytes::new())
+            .await?
+        {
+            (Response::Unlinked { orphan: Some(o) }, _) => self.reclaim(&o).await?,
+            (Response::Unlinked { orphan: None }, _) => {}
+            (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "closed", &other)),
         }
         committed
     }
@@ -668,6 +705,7 @@ impl Client {
             end,
             mtime,
             allocated,
+            client: self.lock_client_id(),
         };
         match self.meta_attr(ino, req, Bytes::new(), "written").await {
             Ok(a) => {
@@ -1110,10 +1148,7 @@ impl Client {
     fn to_reclaim(&self, orphan: Option<Orphan>) -> Option<Orphan> {
         let o = orphan?;
         if let Some(f) = self.open_file(o.ino) {
-            if f.with(|s| {
-                s.orphan = s.opens > 0;
-                s.orphan
-            }) {
+            if f.with(|s| s.opens > 0) {
                 debug!(ino = o.ino, "unlinked while open: freed at last close");
                 return None;
             }

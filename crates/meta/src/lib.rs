@@ -71,6 +71,7 @@ mod inode;
 mod locks;
 mod names;
 mod open;
+mod opens;
 mod ops;
 mod schema;
 mod server;

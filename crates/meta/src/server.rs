@@ -8,7 +8,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
@@ -19,6 +19,7 @@ use weft_proto::{ErrorKind, RemoteError};
 use crate::error::MetaError;
 use crate::fail::OpError;
 use crate::locks::LockTable;
+use crate::opens::OpenTable;
 use crate::ops::{self, Ctx};
 use crate::spec::MetaSpec;
 use crate::store::{ReadStore, WriteStore};
@@ -32,6 +33,8 @@ pub struct MetaServer {
     path: PathBuf,
     /// Byte-range locks of this shard's inodes (memory only).
     locks: LockTable,
+    /// Which clients have which files open (memory only).
+    opens: OpenTable,
 }
 
 impl MetaServer {
@@ -57,7 +60,17 @@ impl MetaServer {
             spec,
             path: path.to_owned(),
             locks: LockTable::with_lease(lease),
+            opens: OpenTable::with_lease(lease),
         })
+    }
+
+    /// An orphan is handed to the caller for freeing only when no client
+    /// has the file open; otherwise the last close frees it.
+    fn unless_open(
+        &self,
+        orphan: Option<weft_proto::types::Orphan>,
+    ) -> Option<weft_proto::types::Orphan> {
+        orphan.filter(|o| self.opens.is_unused(o.ino, Instant::now()))
     }
 
     pub fn spec(&self) -> &MetaSpec {
@@ -107,8 +120,26 @@ impl MetaServer {
             MetaRequest::GetAttr { ino } => {
                 Response::Attr(self.read(|s| ops::getattr::getattr(s, ino))?)
             }
-            MetaRequest::SetAttr { ino, set } => {
-                Response::Attr(self.write(|s| ops::setattr::setattr(s, ctx, ino, &set))?)
+            MetaRequest::SetAttr { ino, set, client } => {
+                let attr = self.write(|s| ops::setattr::setattr(s, ctx, ino, &set))?;
+                if set.size.is_some() {
+                    self.opens.truncated(ino, client);
+                }
+                Response::Attr(attr)
+            }
+            MetaRequest::Opened { ino, client } => {
+                let attr = self.read(|s| ops::getattr::getattr(s, ino))?;
+                self.opens.open(ino, client, Instant::now());
+                Response::Attr(attr)
+            }
+            MetaRequest::Closed { ino, client } => {
+                let unused = self.opens.close(ino, client, Instant::now());
+                let orphan = if unused {
+                    self.read(|s| ops::orphans::orphan(s, ino))?
+                } else {
+                    None
+                };
+                Response::Unlinked { orphan }
             }
             MetaRequest::Create {
                 parent,
@@ -175,12 +206,14 @@ impl MetaServer {
             }
             MetaRequest::RenewLease { client, .. } => {
                 self.locks.renew(client);
+                self.opens.heard(client, Instant::now());
                 Response::Lease {
                     ms: self.locks.lease().as_millis() as u64,
                 }
             }
             MetaRequest::Unlink { parent, name } => Response::Unlinked {
-                orphan: self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?,
+                orphan: self
+                    .unless_open(self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?),
             },
             MetaRequest::Rmdir { parent, name } => {
                 self.write(|s| ops::rmdir::rmdir(s, ctx, parent, &name))?;
@@ -193,7 +226,7 @@ impl MetaServer {
                 new_name,
                 mode,
             } => Response::Renamed {
-                orphan: self.write(|s| {
+                orphan: self.unless_open(self.write(|s| {
                     let m = ops::rename::Move {
                         parent,
                         name: &name,
@@ -202,7 +235,7 @@ impl MetaServer {
                         mode,
                     };
                     ops::rename::rename(s, ctx, m)
-                })?,
+                })?),
             },
             MetaRequest::Link {
                 ino,
@@ -234,9 +267,19 @@ impl MetaServer {
                 end,
                 mtime,
                 allocated,
-            } => Response::Attr(
-                self.write(|s| ops::written::written(s, ctx, ino, end, mtime, allocated))?,
-            ),
+                client,
+            } => {
+                // A late write-back never re-extends a file another client
+                // truncated under this client's open.
+                let end = if self.opens.may_extend(ino, client, Instant::now()) {
+                    end
+                } else {
+                    0
+                };
+                Response::Attr(
+                    self.write(|s| ops::written::written(s, ctx, ino, end, mtime, allocated))?,
+                )
+            }
             MetaRequest::Allocated { ino, delta } => {
                 Response::Attr(self.write(|s| ops::allocated::allocated(s, ctx, ino, delta))?)
             }
@@ -348,6 +391,8 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::ReadInline { .. } => "read_inline",
         MetaRequest::Uninline { .. } => "uninline",
         MetaRequest::Written { .. } => "written",
+        MetaRequest::Opened { .. } => "opened",
+        MetaRequest::Closed { .. } => "closed",
         MetaRequest::SetXattr { .. } => "setxattr",
         MetaRequest::GetXattr { .. } => "getxattr",
         MetaRequest::ListXattr { .. } => "listxattr",
@@ -433,7 +478,11 @@ mod tests {
             (ino(), name())
                 .prop_map(move |(parent, name)| no_data(MetaRequest::Lookup { parent, name })),
             ino().prop_map(move |ino| no_data(MetaRequest::GetAttr { ino })),
-            (ino(), set).prop_map(move |(ino, set)| no_data(MetaRequest::SetAttr { ino, set })),
+            (ino(), set).prop_map(move |(ino, set)| no_data(MetaRequest::SetAttr {
+                ino,
+                set,
+                client: 1
+            })),
             (ino(), name(), node, any::<u32>()).prop_map(
                 move |(parent, name, node, mode)| no_data(MetaRequest::Create {
                     parent,
@@ -486,10 +535,15 @@ mod tests {
                         end,
                         mtime: Timespec { secs, nanos },
                         allocated,
+                        client: 1,
                     }
                 )),
             (ino(), any::<i64>())
                 .prop_map(move |(ino, delta)| no_data(MetaRequest::Allocated { ino, delta })),
+            (ino(), any::<u64>())
+                .prop_map(move |(ino, client)| no_data(MetaRequest::Opened { ino, client })),
+            (ino(), any::<u64>())
+                .prop_map(move |(ino, client)| no_data(MetaRequest::Closed { ino, client })),
             (ino(), any::<u64>())
                 .prop_map(move |(ino, client)| no_data(MetaRequest::RenewLease { ino, client })),
             (

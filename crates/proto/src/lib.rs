@@ -16,6 +16,8 @@
 pub mod config;
 pub mod error;
 pub mod frame;
+#[cfg(test)]
+mod golden;
 pub mod layout;
 pub mod msg;
 pub mod stanza;

@@ -169,6 +169,8 @@ pub enum MetaRequest {
     SetAttr {
         ino: Ino,
         set: SetAttr,
+        /// The client asking (a truncation makes other clients' opens stale).
+        client: u64,
     },
     Create {
         parent: Ino,
@@ -232,6 +234,20 @@ pub enum MetaRequest {
         end: u64,
         mtime: Timespec,
         allocated: i64,
+        /// The committing client: after another client's truncation its
+        /// commit does not extend the file.
+        client: u64,
+    },
+    /// A client opened the file (answers its attributes).
+    Opened {
+        ino: Ino,
+        client: u64,
+    },
+    /// A client's last close of the file; answers `Unlinked` with the orphan
+    /// to free when nobody has it open any more.
+    Closed {
+        ino: Ino,
+        client: u64,
     },
     SetXattr {
         ino: Ino,

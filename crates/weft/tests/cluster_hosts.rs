@@ -338,6 +338,67 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
         assert_eq!(m.len(), (i % 50) as u64);
     }
 
+    // Close-to-open: after a close on one node, an open on another sees the
+    // new size and data.
+    std::fs::write(m_cl.join("cto"), b"first").unwrap();
+    assert_eq!(std::fs::read(m_q2.join("cto")).unwrap(), b"first");
+    std::fs::write(m_cl.join("cto"), b"the second version").unwrap();
+    assert_eq!(
+        std::fs::read(m_q2.join("cto")).unwrap(),
+        b"the second version"
+    );
+
+    // A truncation on one node is not undone by another node's later close.
+    {
+        let mut b = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(m_q2.join("trunc"))
+            .unwrap();
+        b.write_all(&vec![7u8; 3 << 20]).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(m_cl.join("trunc"))
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        drop(b);
+    }
+    assert_eq!(std::fs::metadata(m_cl.join("trunc")).unwrap().len(), 0);
+    let f = std::fs::File::open(m_q2.join("trunc")).unwrap();
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        0,
+        "re-extended by the late close"
+    );
+    drop(f);
+
+    // Unlinked on one node while open on another: still readable there, its
+    // space freed after that close.
+    let doomed = vec![5u8; 8 << 20];
+    std::fs::write(m_cl.join("doomed"), &doomed).unwrap();
+    let used = |()| dir_bytes(&dev1) + dir_bytes(&dev2);
+    let before = used(());
+    let mut reader = std::fs::File::open(m_q2.join("doomed")).unwrap();
+    std::fs::remove_file(m_cl.join("doomed")).unwrap();
+    let mut back = Vec::new();
+    reader.read_to_end(&mut back).unwrap();
+    assert!(
+        back == doomed,
+        "an unlinked file open elsewhere lost its data"
+    );
+    assert!(
+        used(()) + (4 << 20) > before,
+        "freed while still open elsewhere"
+    );
+    drop(reader);
+    wait_until(
+        Duration::from_secs(20),
+        "the unlinked file's space freed",
+        || used(()) + (6 << 20) < before,
+    );
+
     // Kill -9 the cluster manager (quorum role only): another quorum node
     // takes over, the mounts go on, and the old one shows down.
     manager.kill9().unwrap();

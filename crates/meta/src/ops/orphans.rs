@@ -22,6 +22,17 @@ pub(crate) fn orphans(r: &impl Reader) -> Result<Vec<Orphan>, OpError> {
     Ok(out)
 }
 
+/// `ino` as an orphan to free, if its last name is gone (a file still
+/// linked somewhere answers `None`).
+pub(crate) fn orphan(
+    r: &impl Reader,
+    ino: weft_proto::types::Ino,
+) -> Result<Option<Orphan>, OpError> {
+    Ok(r.inode(ino)?
+        .filter(|inode| inode.nlink == 0)
+        .map(|inode| inode.orphan(ino)))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::testutil::Fx;

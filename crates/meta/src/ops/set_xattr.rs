@@ -257,6 +257,7 @@ mod tests {
                 mode: Some(0o640),
                 ..Default::default()
             },
+            client: 0,
         });
         let now = acl(&[
             (USER_OBJ, 6, 0),

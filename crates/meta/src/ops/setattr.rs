@@ -109,7 +109,11 @@ mod tests {
     use weft_proto::ErrorKind;
 
     fn set(ino: Ino, set: SetAttr) -> MetaRequest {
-        MetaRequest::SetAttr { ino, set }
+        MetaRequest::SetAttr {
+            ino,
+            set,
+            client: 0,
+        }
     }
 
     #[test]

@@ -58,6 +58,7 @@ mod tests {
                 mtime: at(20),
                 ..SetAttr::default()
             },
+            client: 0,
         });
         let b = fx.attr(MetaRequest::TouchAtime { ino: a.ino });
         assert!(b.atime > b.ctime, "atime older than mtime: updated");

@@ -55,6 +55,7 @@ mod tests {
             end,
             mtime: Timespec { secs, nanos: 0 },
             allocated: 4096,
+            client: 1,
         }
     }
 

@@ -234,6 +234,27 @@ impl RaftStore {
         }
     }
 
+    /// Confirms with a majority that this node still leads and has applied
+    /// everything committed before now.
+    async fn confirm_leadership(&self) -> Result<(), QuorumError> {
+        let check = self.raft.ensure_linearizable();
+        match tokio::time::timeout(Duration::from_millis(self.timing.commit_timeout_ms), check)
+            .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(
+                f,
+            )))) => Err(QuorumError::NotLeader {
+                leader: f.leader_node.map(|n| n.addr),
+            }),
+            Ok(Err(RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(
+                _,
+            )))) => Err(self.no_quorum()),
+            Ok(Err(e)) => Err(fatal(e)),
+            Err(_) => Err(self.no_quorum()),
+        }
+    }
+
     pub async fn shutdown(&self) {
         let _ = self.raft.shutdown().await;
     }
@@ -252,6 +273,10 @@ impl ConfigStore for RaftStore {
         change: crate::Change<'a>,
     ) -> BoxFuture<'a, Result<ClusterConfig, QuorumError>> {
         Box::pin(async move {
+            // Plan on a configuration a majority confirms: a leader cut off
+            // from its followers answers NoQuorum, not a decision taken on
+            // what it last saw.
+            self.confirm_leadership().await?;
             // A concurrent change can win the epoch; recompute and retry.
             for _ in 0..8 {
                 let Some(current) = self.get() else {

@@ -1,7 +1,8 @@
 //! `weft up`: the embedded one-node cluster. Creates it on first start
 //! (4 directory NSDs, file system fs0), then runs the quorum, meta and nsd
 //! roles behind one TCP listener on 127.0.0.1, connects a client to itself
-//! through that listener, and mounts fs0 with FUSE until SIGINT or SIGTERM.
+//! (through the node's router without the network, or through TCP with
+//! `--mount-over-tcp`), and mounts fs0 with FUSE until SIGINT or SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +49,11 @@ pub struct UpArgs {
     /// (crashed, cut off) are dropped, like GPFS failureDetectionTime (1..=3600).
     #[arg(long, default_value_t = 35)]
     failure_detection_time: u64,
+    /// The mount's client reaches this node's roles through TCP, as a client
+    /// on another host does, instead of the in-process short-cut (the test
+    /// suite's second pass runs with it).
+    #[arg(long)]
+    mount_over_tcp: bool,
 }
 
 struct Checked {
@@ -56,6 +62,7 @@ struct Checked {
     disks: Option<u32>,
     block_size: Option<u32>,
     mount: Option<PathBuf>,
+    over_tcp: bool,
 }
 
 /// Validates every option before anything is created or changed.
@@ -107,6 +114,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
         disks: args.disks,
         block_size,
         mount,
+        over_tcp: args.mount_over_tcp,
     })
 }
 
@@ -336,7 +344,11 @@ async fn serve_until_signal(
     };
     // The mount's client reaches this node's roles without the network.
     let Listening { addr, node } = listening;
-    let cluster = Cluster::connect_local(addr, node, secret, "weft-up").await?;
+    let cluster = if checked.over_tcp {
+        Cluster::connect(addr, secret, "weft-up").await?
+    } else {
+        Cluster::connect_local(addr, node, secret, "weft-up").await?
+    };
     let pagepool = client_config.pagepool;
     let client = Client::with_config(cluster, DEFAULT_FS, client_config)?;
     let reclaimed = client.reclaim_orphans().await?;

@@ -123,6 +123,15 @@ pub fn force_unmount(path: &Path) {
 }
 
 /// A running (or stopped) `weft up` daemon with its data directory and mount.
+/// `--mount-over-tcp` when `WEFT_TEST_OVER_TCP` is set (see `.ci/run`).
+pub fn over_tcp_args() -> &'static [&'static str] {
+    if std::env::var_os("WEFT_TEST_OVER_TCP").is_some() {
+        &["--mount-over-tcp"]
+    } else {
+        &[]
+    }
+}
+
 pub struct WeftUp {
     /// Name of the test, for messages.
     pub name: String,
@@ -209,6 +218,8 @@ impl WeftUp {
             .arg("--mount")
             .arg(&self.mnt)
             .args(&self.extra)
+            // The suite's second pass: every request of the mount crosses TCP.
+            .args(over_tcp_args())
             .current_dir(&self.root)
             .env(
                 "WEFT_LOG",

@@ -1,0 +1,264 @@
+//! Which clients have which files of this shard open, and the decisions the
+//! shard makes from it (memory only, like the lock table):
+//!
+//! - an unlinked file is handed back for freeing only when no client
+//!   anywhere has it open — the last close anywhere (or the lease expiry of
+//!   the clients that had it open) frees it;
+//! - a truncation by one client marks the other clients' opens of the file
+//!   stale, so their next size commit (a late write-back) cannot re-extend
+//!   the file past the truncation.
+//!
+//! A client not heard from (open, close, commit, lease renewal) for a whole
+//! lease loses its opens. The clock is passed in, so the rules are tested
+//! without waiting.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use weft_proto::types::Ino;
+
+#[derive(Default)]
+struct Opens {
+    /// client → (open count, stale since another client truncated).
+    clients: HashMap<u64, (u32, bool)>,
+}
+
+#[derive(Default)]
+struct State {
+    inodes: HashMap<Ino, Opens>,
+    heard: HashMap<u64, Instant>,
+}
+
+pub(crate) struct OpenTable {
+    lease: Option<Duration>,
+    state: Mutex<State>,
+}
+
+impl State {
+    fn alive(&self, client: u64, now: Instant, lease: Option<Duration>) -> bool {
+        match (lease, self.heard.get(&client)) {
+            (None, _) => true,
+            (Some(l), Some(t)) => now.saturating_duration_since(*t) < l,
+            (Some(_), None) => false,
+        }
+    }
+}
+
+impl OpenTable {
+    pub(crate) fn with_lease(lease: Option<Duration>) -> OpenTable {
+        OpenTable {
+            lease,
+            state: Mutex::default(),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        match self.state.lock() {
+            Ok(mut m) => f(&mut m),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// A client's sign of life.
+    pub(crate) fn heard(&self, client: u64, now: Instant) {
+        self.with(|st| {
+            st.heard.insert(client, now);
+        });
+    }
+
+    pub(crate) fn open(&self, ino: Ino, client: u64, now: Instant) {
+        self.with(|st| {
+            st.heard.insert(client, now);
+            st.inodes
+                .entry(ino)
+                .or_default()
+                .clients
+                .entry(client)
+                .or_insert((0, false))
+                .0 += 1;
+        });
+    }
+
+    /// Drops one open of `client`; true when nobody (alive) has the file
+    /// open any more.
+    pub(crate) fn close(&self, ino: Ino, client: u64, now: Instant) -> bool {
+        self.with(|st| {
+            st.heard.insert(client, now);
+            if let Some(o) = st.inodes.get_mut(&ino) {
+                if let Some(c) = o.clients.get_mut(&client) {
+                    c.0 = c.0.saturating_sub(1);
+                    if c.0 == 0 {
+                        o.clients.remove(&client);
+                    }
+                }
+            }
+            Self::unused(st, ino, now, self.lease)
+        })
+    }
+
+    /// Whether no live client has `ino` open (dead clients' opens go).
+    pub(crate) fn is_unused(&self, ino: Ino, now: Instant) -> bool {
+        self.with(|st| Self::unused(st, ino, now, self.lease))
+    }
+
+    fn unused(st: &mut State, ino: Ino, now: Instant, lease: Option<Duration>) -> bool {
+        let Some(o) = st.inodes.get(&ino) else {
+            return true;
+        };
+        let live: Vec<u64> = o
+            .clients
+            .keys()
+            .copied()
+            .filter(|c| st.alive(*c, now, lease))
+            .collect();
+        if live.is_empty() {
+            st.inodes.remove(&ino);
+            return true;
+        }
+        if let Some(o) = st.inodes.get_mut(&ino) {
+            o.clients.retain(|c, _| live.contains(c));
+        }
+        false
+    }
+
+    /// `by` truncated `ino`: every other client's open of it is stale.
+    pub(crate) fn truncated(&self, ino: Ino, by: u64) {
+        self.with(|st| {
+            if let Some(o) = st.inodes.get_mut(&ino) {
+                for (c, v) in o.clients.iter_mut() {
+                    if *c != by {
+                        v.1 = true;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Whether `client`'s size commit may extend `ino`: false once after
+    /// another client truncated it under this client's open.
+    pub(crate) fn may_extend(&self, ino: Ino, client: u64, now: Instant) -> bool {
+        self.with(|st| {
+            st.heard.insert(client, now);
+            match st
+                .inodes
+                .get_mut(&ino)
+                .and_then(|o| o.clients.get_mut(&client))
+            {
+                Some(v) if v.1 => {
+                    v.1 = false;
+                    false
+                }
+                _ => true,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_unused_after_the_last_close_anywhere_or_its_holders_lease() {
+        let t0 = Instant::now();
+        let t = OpenTable::with_lease(Some(Duration::from_secs(10)));
+        t.open(7, 1, t0);
+        t.open(7, 2, t0);
+        t.open(7, 2, t0);
+        assert!(!t.close(7, 1, t0));
+        assert!(!t.close(7, 2, t0));
+        assert!(t.close(7, 2, t0));
+        t.open(8, 3, t0);
+        assert!(!t.is_unused(8, t0 + Duration::from_secs(5)));
+        assert!(t.is_unused(8, t0 + Duration::from_secs(11)));
+    }
+
+    #[test]
+    fn another_clients_truncation_stops_one_late_extension() {
+        let t0 = Instant::now();
+        let t = OpenTable::with_lease(None);
+        t.open(7, 1, t0);
+        t.open(7, 2, t0);
+        t.truncated(7, 1);
+        assert!(t.may_extend(7, 1, t0), "the truncating client itself");
+        assert!(!t.may_extend(7, 2, t0));
+        assert!(t.may_extend(7, 2, t0), "only the commit that was in flight");
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use crate::testutil::Fx;
+    use weft_proto::msg::{MetaRequest, Response};
+    use weft_proto::types::{SetAttr, Timespec, ROOT_INO};
+
+    #[test]
+    fn a_file_unlinked_while_open_elsewhere_is_freed_at_the_last_close_anywhere() {
+        let fx = Fx::new();
+        let a = fx.file(ROOT_INO, "f");
+        fx.attr(MetaRequest::Opened {
+            ino: a.ino,
+            client: 2,
+        });
+        assert_eq!(fx.unlink(ROOT_INO, "f").unwrap(), None, "open on client 2");
+        match fx.call(MetaRequest::Closed {
+            ino: a.ino,
+            client: 2,
+        }) {
+            Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, a.ino),
+            other => panic!("{other:?}"),
+        }
+        let b = fx.file(ROOT_INO, "g");
+        fx.attr(MetaRequest::Opened {
+            ino: b.ino,
+            client: 2,
+        });
+        assert_eq!(
+            fx.call(MetaRequest::Closed {
+                ino: b.ino,
+                client: 2
+            }),
+            Response::Unlinked { orphan: None },
+            "still linked"
+        );
+    }
+
+    #[test]
+    fn a_late_commit_does_not_re_extend_a_file_another_client_truncated() {
+        let fx = Fx::new();
+        let a = fx.file(ROOT_INO, "f");
+        let commit = |end, client| MetaRequest::Written {
+            ino: a.ino,
+            end,
+            mtime: Timespec { secs: 1, nanos: 0 },
+            allocated: 0,
+            client,
+        };
+        fx.attr(MetaRequest::Opened {
+            ino: a.ino,
+            client: 1,
+        });
+        fx.attr(MetaRequest::Opened {
+            ino: a.ino,
+            client: 2,
+        });
+        assert_eq!(fx.attr(commit(8192, 2)).size, 8192);
+        let set = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        fx.attr(MetaRequest::SetAttr {
+            ino: a.ino,
+            set,
+            client: 1,
+        });
+        assert_eq!(fx.attr(commit(8192, 2)).size, 0, "client 2's late commit");
+        assert_eq!(
+            fx.attr(commit(4096, 2)).size,
+            4096,
+            "its later writes extend"
+        );
+        assert_eq!(fx.attr(commit(100, 1)).size, 4096);
+    }
+}
