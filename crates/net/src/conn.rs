@@ -22,6 +22,9 @@ type Reply = Result<(Response, Bytes), NetError>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request waits for its answer: a hung or cut-off server never
+/// blocks a caller for ever. Long enough for a 16 MiB transfer to a busy disk.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One authenticated connection with many requests in flight.
 struct Conn {
@@ -119,7 +122,7 @@ impl Conn {
         })
     }
 
-    async fn call(&self, addr: &str, req: Request, data: Bytes) -> Reply {
+    async fn call(&self, addr: &str, req: Request, data: Bytes, timeout: Duration) -> Reply {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (otx, orx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
@@ -131,9 +134,18 @@ impl Conn {
             }
             return Err(closed(addr, "connection writer stopped"));
         }
-        match orx.await {
-            Ok(r) => r,
-            Err(_) => Err(closed(addr, "connection dropped the request")),
+        match tokio::time::timeout(timeout, orx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(closed(addr, "connection dropped the request")),
+            Err(_) => {
+                if let Ok(mut p) = self.pending.lock() {
+                    p.remove(&id);
+                }
+                Err(NetError::Timeout {
+                    addr: addr.into(),
+                    after_ms: timeout.as_millis() as u64,
+                })
+            }
         }
     }
 }
@@ -166,6 +178,7 @@ pub struct Peer {
     next: AtomicUsize,
     local: Option<Arc<dyn Handler>>,
     join: Option<JoinClaim>,
+    timeout: Duration,
 }
 
 impl Peer {
@@ -180,6 +193,7 @@ impl Peer {
             next: AtomicUsize::new(0),
             local: None,
             join: None,
+            timeout: REQUEST_TIMEOUT,
         }
     }
 
@@ -204,6 +218,7 @@ impl Peer {
             next: AtomicUsize::new(0),
             local: Some(handler),
             join: None,
+            timeout: REQUEST_TIMEOUT,
         }
     }
 
@@ -257,7 +272,12 @@ impl Peer {
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
         let answer = match &self.local {
             Some(handler) => self.call_local(handler, req, data).await?,
-            None => self.conn().await?.call(&self.addr, req, data).await?,
+            None => {
+                self.conn()
+                    .await?
+                    .call(&self.addr, req, data, self.timeout)
+                    .await?
+            }
         };
         match answer {
             (Response::Error(e), _) => Err(NetError::Remote(e)),
@@ -271,6 +291,7 @@ pub struct Pool {
     secret: Secret,
     name: String,
     connections: usize,
+    timeout: Duration,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
 }
 
@@ -292,8 +313,16 @@ impl Pool {
             secret,
             name: name.to_string(),
             connections,
+            timeout: REQUEST_TIMEOUT,
             peers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Answers are awaited at most `timeout` (default [`REQUEST_TIMEOUT`]);
+    /// applies to peers made after the call.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Pool {
+        self.timeout = timeout;
+        self
     }
 
     pub fn peer(&self, addr: &str) -> Arc<Peer> {
@@ -304,12 +333,9 @@ impl Pool {
         peers
             .entry(addr.to_string())
             .or_insert_with(|| {
-                Arc::new(Peer::new(
-                    addr,
-                    self.secret.clone(),
-                    &self.name,
-                    self.connections,
-                ))
+                let mut p = Peer::new(addr, self.secret.clone(), &self.name, self.connections);
+                p.timeout = self.timeout;
+                Arc::new(p)
             })
             .clone()
     }

@@ -32,4 +32,28 @@ pub enum NetError {
     Remote(RemoteError),
     #[error("cluster secret {path}: {reason}")]
     Secret { path: String, reason: String },
+    /// The server did not answer in time (hung or cut off); the request may
+    /// or may not have been carried out.
+    #[error("{addr} did not answer within {after_ms} ms")]
+    Timeout { addr: String, after_ms: u64 },
+}
+
+impl NetError {
+    /// Whether trying again later may succeed: the peer was unreachable, the
+    /// connection broke or the answer did not come in time — as opposed to
+    /// a refusal (authentication, protocol, the server's own error).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            NetError::Connect { .. }
+            | NetError::ConnectTimeout { .. }
+            | NetError::Closed { .. }
+            | NetError::Io { .. }
+            | NetError::Timeout { .. } => true,
+            NetError::Remote(e) => e.kind.is_retryable(),
+            NetError::Handshake { .. }
+            | NetError::Auth { .. }
+            | NetError::Proto { .. }
+            | NetError::Secret { .. } => false,
+        }
+    }
 }

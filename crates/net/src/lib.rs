@@ -15,7 +15,7 @@ mod handshake;
 mod secret;
 mod server;
 
-pub use conn::{Peer, Pool};
+pub use conn::{Peer, Pool, REQUEST_TIMEOUT};
 pub use error::NetError;
 pub use secret::Secret;
 pub use server::{serve, Handler};

@@ -158,3 +158,38 @@ async fn reconnects_after_the_server_restarts() {
     tokio::spawn(serve(l, secret, Arc::new(Echo)));
     peer.call(write(2), Bytes::new()).await.unwrap();
 }
+
+/// Answers only after the test lets it go.
+struct Hung(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
+
+impl Handler for Hung {
+    fn handle(&self, _req: Request, _data: Bytes) -> (Response, Bytes) {
+        if let Ok(rx) = self.0.lock() {
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(10));
+        }
+        (Response::Unit, Bytes::new())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_server_is_a_timeout_not_a_wait_for_ever() {
+    let (release, rx) = std::sync::mpsc::channel();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let secret = Secret::generate();
+    tokio::spawn(serve(
+        l,
+        secret.clone(),
+        Arc::new(Hung(std::sync::Mutex::new(rx))),
+    ));
+    let pool = weft_net::Pool::new(secret, "t", 1)
+        .with_request_timeout(std::time::Duration::from_millis(300));
+    let peer = pool.peer(&addr);
+    let e = peer.call(write(0), Bytes::new()).await.unwrap_err();
+    assert!(matches!(e, NetError::Timeout { .. }), "{e}");
+    assert!(e.is_retryable());
+    release.send(()).unwrap();
+    // The connection is still usable for later requests.
+    release.send(()).unwrap();
+    assert!(peer.call(write(0), Bytes::new()).await.is_ok());
+}

@@ -5,3 +5,4 @@ pub mod disk;
 pub mod fs_show;
 pub mod perf;
 pub mod up;
+pub mod up_nodes;

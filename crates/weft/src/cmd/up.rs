@@ -54,6 +54,11 @@ pub struct UpArgs {
     /// suite's second pass runs with it).
     #[arg(long)]
     mount_over_tcp: bool,
+    /// Run N node processes on this machine (2..=7), each with its own data
+    /// directory (DATA/nodeK), address 127.0.0.K and NSD; quorum on the first
+    /// min(N, 3). Without it, one process serves every role.
+    #[arg(long)]
+    nodes: Option<u32>,
 }
 
 struct Checked {
@@ -179,6 +184,43 @@ fn create(dir: &DataDir, disks: u32, block_size: u32) -> Result<ClusterConfig> {
     Ok(config)
 }
 
+fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> Result<()> {
+    let nodes = match (args.nodes, existing) {
+        (Some(n), _) if n == 0 || n > super::up_nodes::MAX_NODES => bail!(
+            "--nodes {n} is out of range: give 1 to {}",
+            super::up_nodes::MAX_NODES
+        ),
+        (Some(n), _) => n,
+        (None, e) => bail!(
+            "{} holds a cluster of {e} nodes made by `weft up --nodes`: give --nodes {e}",
+            dir.root.display()
+        ),
+    };
+    if checked.disks.is_some() {
+        bail!("--disks applies to the one-process cluster; with --nodes each node has one NSD");
+    }
+    if checked.over_tcp {
+        bail!("--mount-over-tcp applies to the one-process cluster; with --nodes every request already crosses TCP");
+    }
+    let port = match args
+        .listen
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+    {
+        Some(0) | None => super::up_nodes::DEFAULT_PORT,
+        Some(p) => p,
+    };
+    super::up_nodes::run(super::up_nodes::NodesPlan {
+        data: dir.root.clone(),
+        nodes,
+        mount: checked.mount,
+        block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
+        pagepool: checked.pagepool,
+        failure_detection_time: checked.lock_lease_ms / 1000,
+        port,
+    })
+}
+
 fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
     let block_size = config
         .filesystems
@@ -197,6 +239,10 @@ fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpe
 pub fn run(args: UpArgs) -> Result<()> {
     let checked = check(&args)?;
     let dir = DataDir::new(&args.data);
+    let existing = super::up_nodes::existing_nodes(&dir.root);
+    if args.nodes.is_some_and(|n| n > 1) || existing > 0 {
+        return run_nodes(&args, checked, &dir, existing);
+    }
     let created = match dir.state()? {
         DirState::Foreign(why) => bail!("{why}"),
         DirState::Empty => {

@@ -1,0 +1,116 @@
+//! `weft up --nodes 3`: three node processes on this machine form a
+//! cluster, mount fs0, show in `weft node list`; a node killed with SIGKILL
+//! shows down; SIGTERM stops every node and unmounts; a second start finds
+//! the files again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn mounted(p: &Path) -> bool {
+    Command::new("mountpoint")
+        .arg("-q")
+        .arg(p)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn list(data: &Path) -> String {
+    let o = Command::new(WEFT)
+        .args(["node", "list", "--data"])
+        .arg(data.join("node1"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our child's pid.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn up(root: &Path, port: u16) -> Up {
+    let log =
+        std::fs::File::create(root.join(format!("up-{}.log", Instant::now().elapsed().as_nanos())))
+            .unwrap();
+    Up(Command::new(WEFT)
+        .args([
+            "up",
+            "--nodes",
+            "3",
+            "--failure-detection-time",
+            "2",
+            "--pagepool",
+            "32M",
+        ])
+        .arg("--data")
+        .arg(root.join("data"))
+        .arg("--mount")
+        .arg(root.join("mnt"))
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap())
+}
+
+#[test]
+fn three_local_nodes_mount_show_a_dead_node_and_stop_cleanly() {
+    let td = tempfile::tempdir().unwrap();
+    let root = td.path();
+    let mnt = root.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let mut first = up(root, port);
+    wait("the mount", Duration::from_secs(90), || mounted(&mnt));
+    std::fs::write(mnt.join("kept"), b"across restarts").unwrap();
+    wait("three active nodes", Duration::from_secs(30), || {
+        list(&root.join("data")).matches("active").count() == 3
+    });
+    let run = std::fs::read_to_string(root.join("data/node3/run/weft.addr")).unwrap();
+    let pid: i32 = run.lines().nth(1).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) on a node process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    wait("node3 down", Duration::from_secs(30), || {
+        list(&root.join("data"))
+            .lines()
+            .any(|l| l.contains("node3") && l.contains("down"))
+    });
+    // SAFETY: as above, our own child.
+    unsafe {
+        libc::kill(first.0.id() as i32, libc::SIGTERM);
+    }
+    let status = first.0.wait().unwrap();
+    assert!(status.success(), "weft up --nodes exited with {status}");
+    assert!(!mounted(&mnt), "still mounted after SIGTERM");
+    drop(first);
+
+    let _second = up(root, port);
+    wait("the mount again", Duration::from_secs(90), || mounted(&mnt));
+    assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"across restarts");
+}
