@@ -560,7 +560,8 @@ impl Client {
         self.open_local(attr, truncate).await
     }
 
-    /// Tells the shard this client has `ino` open, so that an unlink
+    /// Tells the shard this client has `ino` open (idempotent: the shard
+    /// counts a client once until its last close), so that an unlink
     /// elsewhere does not free it and a truncation elsewhere is not undone
     /// by this client's late write-back. The shard forgets the opens of a
     /// client whose lease runs out, so the lease is renewed from now on.
@@ -665,7 +666,13 @@ impl Client {
             .await?
         {
             (Response::Unlinked { orphan: Some(o) }, _) => self.reclaim(&o).await?,
-            (Response::Unlinked { orphan: None }, _) => {}
+            (Response::Unlinked { orphan: None }, _) => {
+                // Opened again here while the close travelled: register anew
+                // (the shard counts a client once, so this is idempotent).
+                if self.already_open(ino) {
+                    self.register_open(ino).await?;
+                }
+            }
             (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "closed", &other)),
         }
         committed

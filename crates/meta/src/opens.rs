@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 
 use weft_proto::types::Ino;
 
+/// A client counts once however many times it has the file open: it
+/// registers at its first open and unregisters at its last close.
 #[derive(Default)]
 struct Opens {
-    /// client → (open count, stale since another client truncated).
-    clients: HashMap<u64, (u32, bool)>,
+    /// client → stale since another client truncated.
+    clients: HashMap<u64, bool>,
 }
 
 #[derive(Default)]
@@ -75,23 +77,17 @@ impl OpenTable {
                 .or_default()
                 .clients
                 .entry(client)
-                .or_insert((0, false))
-                .0 += 1;
+                .or_insert(false);
         });
     }
 
-    /// Drops one open of `client`; true when nobody (alive) has the file
-    /// open any more.
+    /// `client` closed the file for the last time; true when nobody
+    /// (alive) has it open any more.
     pub(crate) fn close(&self, ino: Ino, client: u64, now: Instant) -> bool {
         self.with(|st| {
             st.heard.insert(client, now);
             if let Some(o) = st.inodes.get_mut(&ino) {
-                if let Some(c) = o.clients.get_mut(&client) {
-                    c.0 = c.0.saturating_sub(1);
-                    if c.0 == 0 {
-                        o.clients.remove(&client);
-                    }
-                }
+                o.clients.remove(&client);
             }
             Self::unused(st, ino, now, self.lease)
         })
@@ -126,9 +122,9 @@ impl OpenTable {
     pub(crate) fn truncated(&self, ino: Ino, by: u64) {
         self.with(|st| {
             if let Some(o) = st.inodes.get_mut(&ino) {
-                for (c, v) in o.clients.iter_mut() {
+                for (c, stale) in o.clients.iter_mut() {
                     if *c != by {
-                        v.1 = true;
+                        *stale = true;
                     }
                 }
             }
@@ -145,8 +141,8 @@ impl OpenTable {
                 .get_mut(&ino)
                 .and_then(|o| o.clients.get_mut(&client))
             {
-                Some(v) if v.1 => {
-                    v.1 = false;
+                Some(stale) if *stale => {
+                    *stale = false;
                     false
                 }
                 _ => true,
@@ -167,8 +163,7 @@ mod tests {
         t.open(7, 2, t0);
         t.open(7, 2, t0);
         assert!(!t.close(7, 1, t0));
-        assert!(!t.close(7, 2, t0));
-        assert!(t.close(7, 2, t0));
+        assert!(t.close(7, 2, t0), "a client counts once");
         t.open(8, 3, t0);
         assert!(!t.is_unused(8, t0 + Duration::from_secs(5)));
         assert!(t.is_unused(8, t0 + Duration::from_secs(11)));

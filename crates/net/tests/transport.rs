@@ -193,3 +193,41 @@ async fn a_hung_server_is_a_timeout_not_a_wait_for_ever() {
     release.send(()).unwrap();
     assert!(peer.call(write(0), Bytes::new()).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_node_of_another_wire_version_is_refused_by_name() {
+    use weft_proto::frame::{decode_frame, encode_frame};
+    use weft_proto::msg::{Hello, HelloReply};
+    use weft_proto::{FrameHeader, FrameKind, WIRE_VERSION};
+    let secret = Secret::generate();
+    let addr = start(secret.clone()).await;
+    let old = WIRE_VERSION - 1;
+    let hello = Hello {
+        min_version: old,
+        max_version: old,
+        peer_name: "old-node".into(),
+        nonce: [1; 32],
+        join: None,
+    };
+    let mut s = TcpStream::connect(&addr).await.unwrap();
+    s.write_all(&encode_frame(FrameKind::Handshake, 0, &hello, &[]).unwrap())
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let (_, reply, _): (FrameHeader, HelloReply, &[u8]) = decode_frame(&buf).unwrap();
+    match reply {
+        HelloReply::Reject { reason } => {
+            assert!(
+                reason.contains(&format!("wire version {WIRE_VERSION}"))
+                    && reason.contains(&format!("{old}..={old}"))
+                    && reason.contains("upgrade"),
+                "{reason}"
+            );
+        }
+        other => panic!("accepted a node of wire version {old}: {other:?}"),
+    }
+}
