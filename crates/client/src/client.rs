@@ -211,6 +211,7 @@ impl Client {
                 Request::Meta {
                     fs: self.fs.id,
                     req,
+                    cred: crate::caller::current(),
                 },
                 data,
             )

@@ -49,6 +49,7 @@ async fn renew(alive: Weak<()>, cluster: Arc<Cluster>, fs: FsInfo, client: u64) 
             let req = Request::Meta {
                 fs: fs.id,
                 req: MetaRequest::RenewLease { ino, client },
+                cred: None,
             };
             let answer = match cluster.shard_peer(&fs, shard.id) {
                 Ok(peer) => peer

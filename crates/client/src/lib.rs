@@ -12,8 +12,10 @@
 //!   covers it commits in metadata.
 //! - `pagepool`: the bounded block cache (read-ahead) and write-behind budget;
 //!   `writeback`: per-file gathering of writes into blocks flushed in the background.
-//! - `lease`: keeps the locks this client holds alive on the meta shards.
+//! - `lease`: keeps the locks and opens of this client alive on the meta shards.
+//! - `caller`: the credentials a metadata request is made for.
 
+mod caller;
 mod client;
 pub mod cluster;
 mod data;
@@ -23,6 +25,7 @@ mod pagepool;
 mod posix;
 mod writeback;
 
+pub use caller::as_caller;
 pub use client::{st_blocks, Client, ClientConfig, StatFs};
 pub use cluster::Cluster;
 pub use error::ClientError;

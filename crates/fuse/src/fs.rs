@@ -23,7 +23,9 @@ use fuser::{
 use tokio::runtime::Handle;
 use tracing::{Instrument, Span};
 use weft_client::{Client, ClientError};
-use weft_proto::types::{Attr, ByteLock, Ino, LockKind, LockReply, NewNode, SetAttr, TimeSet};
+use weft_proto::types::{
+    Attr, ByteLock, Cred, Ino, LockKind, LockReply, NewNode, SetAttr, TimeSet,
+};
 use weft_proto::ErrorKind;
 
 use crate::args::{self, XattrReply};
@@ -200,29 +202,59 @@ impl WeftFs {
     /// Runs one request to its end on this FUSE thread, inside its span:
     /// for requests that only touch metadata, which a local meta role answers
     /// at memory speed, this saves two thread hand-offs per request.
-    fn run_here<F, Fut>(&self, span: Span, f: F)
+    fn run_here<F, Fut>(&self, op: Op, f: F)
     where
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let fut = f(self.shared.clone());
-        self.rt.block_on(fut.instrument(span));
+        match op.caller {
+            Some(c) => self
+                .rt
+                .block_on(weft_client::as_caller(c, fut).instrument(op.span)),
+            None => self.rt.block_on(fut.instrument(op.span)),
+        }
     }
 
     /// Runs one request on the runtime, inside its span.
-    fn spawn<F, Fut>(&self, span: Span, f: F)
+    fn spawn<F, Fut>(&self, op: Op, f: F)
     where
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let fut = f(self.shared.clone());
-        self.rt.spawn(fut.instrument(span));
+        match op.caller {
+            Some(c) => drop(
+                self.rt
+                    .spawn(weft_client::as_caller(c, fut).instrument(op.span)),
+            ),
+            None => drop(self.rt.spawn(fut.instrument(op.span))),
+        }
     }
 }
 
-/// The span of one FUSE request.
-fn op_span(op: &'static str, req: &Request, ino: u64) -> Span {
-    tracing::debug_span!("fuse", op, req = req.unique().0, ino)
+/// One FUSE request: its span, and the credentials of the process that made
+/// it (the meta role checks permissions with them too). Reads and writes
+/// carry none: POSIX checks them at open, not at each call.
+#[derive(Clone)]
+struct Op {
+    span: Span,
+    caller: Option<Cred>,
+}
+
+impl std::ops::Deref for Op {
+    type Target = Span;
+    fn deref(&self) -> &Span {
+        &self.span
+    }
+}
+
+/// The span and caller of one FUSE request.
+fn op_span(op: &'static str, req: &Request, ino: u64) -> Op {
+    Op {
+        span: tracing::debug_span!("fuse", op, req = req.unique().0, ino),
+        caller: Some(crate::caller::of(req.uid(), req.gid(), req.pid())),
+    }
 }
 
 fn name_bytes(name: &OsStr) -> Vec<u8> {
@@ -428,7 +460,7 @@ impl Filesystem for WeftFs {
                         let res = st.client.free_orphan(&orphan).await;
                         reply_empty("unlink", parent.0, res, reply);
                     };
-                    rt.spawn(freed.instrument(span));
+                    rt.spawn(freed.instrument(span.span));
                 }
                 res => reply_empty("unlink", parent.0, res.map(|_| ()), reply),
             }
@@ -545,8 +577,9 @@ impl Filesystem for WeftFs {
             offset,
             size
         );
+        let op = Op { span, caller: None };
         let direct = flags.0 & libc::O_DIRECT != 0;
-        self.spawn(span, move |st| async move {
+        self.spawn(op, move |st| async move {
             let read = st.client.read_with(ino.0, offset, size, direct);
             let res = if first_read {
                 tokio::join!(read, st.touch_atime(ino.0)).0
@@ -582,7 +615,8 @@ impl Filesystem for WeftFs {
             offset,
             size = data.len()
         );
-        self.spawn(span, move |st| async move {
+        let op = Op { span, caller: None };
+        self.spawn(op, move |st| async move {
             let direct = flags.0 & libc::O_DIRECT != 0;
             match st.client.write_with(ino.0, offset, data, direct).await {
                 Ok(written) => reply.written(written),
@@ -658,7 +692,7 @@ impl Filesystem for WeftFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _span = op_span("opendir", req, ino.0).entered();
+        let _span = op_span("opendir", req, ino.0).span.entered();
         let fh = self.shared.new_fh();
         self.shared
             .dirs()
@@ -767,7 +801,7 @@ impl Filesystem for WeftFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = op_span("releasedir", req, ino.0).entered();
+        let _span = op_span("releasedir", req, ino.0).span.entered();
         self.shared.dirs().remove(&fh.0);
         reply.ok();
     }

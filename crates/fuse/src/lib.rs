@@ -48,6 +48,7 @@
 
 mod args;
 mod attr;
+mod caller;
 mod dir;
 mod errno;
 mod error;

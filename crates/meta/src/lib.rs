@@ -73,6 +73,7 @@ mod names;
 mod open;
 mod opens;
 mod ops;
+mod perm;
 mod schema;
 mod server;
 mod spec;

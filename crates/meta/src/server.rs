@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
 use weft_proto::msg::{MetaRequest, Response};
-use weft_proto::types::Timespec;
+use weft_proto::types::{Cred, Timespec};
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::MetaError;
@@ -85,10 +85,27 @@ impl MetaServer {
     /// (`Bytes::new()` when none). Never panics: a failure is a
     /// `Response::Error` with a POSIX-meaningful kind.
     pub fn handle(&self, req: MetaRequest, data: Bytes) -> (Response, Bytes) {
+        self.handle_as(req, data, None)
+    }
+
+    /// [`MetaServer::handle`] for a caller: with credentials, the shard
+    /// checks POSIX permissions itself first (see `perm`).
+    pub fn handle_as(
+        &self,
+        req: MetaRequest,
+        data: Bytes,
+        cred: Option<&Cred>,
+    ) -> (Response, Bytes) {
         let op = op_name(&req);
         let span = tracing::debug_span!("meta", op, fs = self.spec.fs, shard = self.spec.shard);
         let _enter = span.enter();
-        match catch_unwind(AssertUnwindSafe(|| self.dispatch(req, data))) {
+        let run = || {
+            if let Some(c) = cred {
+                self.read(|s| crate::perm::check(s, &req, c))?;
+            }
+            self.dispatch(req, data)
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => {
                 match &e {

@@ -64,6 +64,18 @@ impl Fx {
         self.srv.handle(req, Bytes::new()).0
     }
 
+    /// A request made for `cred`: the answer, or the kind of its refusal.
+    pub(crate) fn call_as(
+        &self,
+        req: MetaRequest,
+        cred: &weft_proto::types::Cred,
+    ) -> Result<Response, ErrorKind> {
+        match self.srv.handle_as(req, Bytes::new(), Some(cred)).0 {
+            Response::Error(e) => Err(e.kind),
+            other => Ok(other),
+        }
+    }
+
     pub(crate) fn call_data(&self, req: MetaRequest, data: &[u8]) -> (Response, Bytes) {
         self.srv.handle(req, Bytes::copy_from_slice(data))
     }

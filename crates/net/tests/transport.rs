@@ -86,6 +86,7 @@ async fn many_requests_in_flight_with_bulk_data() {
             Request::Meta {
                 fs: 1,
                 req: MetaRequest::Counters,
+                cred: None,
             },
             Bytes::new(),
         )

@@ -192,12 +192,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"file".to_vec(),
             }),
-            "010700010466696c65",
+            "010700010466696c6501e8076402041b",
         ),
         (
             "MetaRequest::GetAttr",
             meta(MetaRequest::GetAttr { ino: INO }),
-            "010701aa808080808040",
+            "010701aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::SetAttr",
@@ -213,7 +213,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 },
                 client: 0xC0FFEE,
             }),
-            "010702aa80808080804001a4030001640180200100010180c0f0f50b05eeff8306",
+            "010702aa80808080804001a4030001640180200100010180c0f0f50b05eeff830601e8076402041b",
         ),
         (
             "MetaRequest::Create",
@@ -227,7 +227,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 uid: 1000,
                 gid: 1001,
             }),
-            "01070301046c696e6b0206746172676574ff03e807e907",
+            "01070301046c696e6b0206746172676574ff03e807e90701e8076402041b",
         ),
         (
             "MetaRequest::Unlink",
@@ -235,7 +235,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"old".to_vec(),
             }),
-            "01070401036f6c64",
+            "01070401036f6c6401e8076402041b",
         ),
         (
             "MetaRequest::Rmdir",
@@ -243,7 +243,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"dir".to_vec(),
             }),
-            "0107050103646972",
+            "010705010364697201e8076402041b",
         ),
         (
             "MetaRequest::Rename",
@@ -254,7 +254,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 new_name: b"b".to_vec(),
                 mode: RenameMode::NoReplace,
             }),
-            "010706010161aa808080808040016201",
+            "010706010161aa80808080804001620101e8076402041b",
         ),
         (
             "MetaRequest::Link",
@@ -263,7 +263,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 new_parent: PARENT,
                 new_name: b"hard".to_vec(),
             }),
-            "010707aa808080808040010468617264",
+            "010707aa80808080804001046861726401e8076402041b",
         ),
         (
             "MetaRequest::ReadDir",
@@ -272,12 +272,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 after: Some(b"m".to_vec()),
                 limit: 128,
             }),
-            "0107080101016d8001",
+            "0107080101016d800101e8076402041b",
         ),
         (
             "MetaRequest::ReadLink",
             meta(MetaRequest::ReadLink { ino: INO }),
-            "010709aa808080808040",
+            "010709aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::WriteInline",
@@ -285,17 +285,17 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 offset: 300,
             }),
-            "01070aaa808080808040ac02",
+            "01070aaa808080808040ac0201e8076402041b",
         ),
         (
             "MetaRequest::ReadInline",
             meta(MetaRequest::ReadInline { ino: INO }),
-            "01070baa808080808040",
+            "01070baa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Uninline",
             meta(MetaRequest::Uninline { ino: INO }),
-            "01070caa808080808040",
+            "01070caa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Written",
@@ -306,7 +306,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 allocated: -4096,
                 client: 0xC0FFEE,
             }),
-            "01070daa80808080804080804082c49fd50ce707ff3feeff8306",
+            "01070daa80808080804080804082c49fd50ce707ff3feeff830601e8076402041b",
         ),
         (
             "MetaRequest::Opened",
@@ -314,7 +314,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01070eaa808080808040eeff8306",
+            "01070eaa808080808040eeff830601e8076402041b",
         ),
         (
             "MetaRequest::Closed",
@@ -322,7 +322,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01070faa808080808040eeff8306",
+            "01070faa808080808040eeff830601e8076402041b",
         ),
         (
             "MetaRequest::SetXattr",
@@ -332,7 +332,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 value: b"v1".to_vec(),
                 mode: XattrMode::Create,
             }),
-            "010710aa80808080804006757365722e6b02763101",
+            "010710aa80808080804006757365722e6b0276310101e8076402041b",
         ),
         (
             "MetaRequest::GetXattr",
@@ -340,12 +340,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 name: b"user.k".to_vec(),
             }),
-            "010711aa80808080804006757365722e6b",
+            "010711aa80808080804006757365722e6b01e8076402041b",
         ),
         (
             "MetaRequest::ListXattr",
             meta(MetaRequest::ListXattr { ino: INO }),
-            "010712aa808080808040",
+            "010712aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::RemoveXattr",
@@ -353,14 +353,14 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 name: b"user.k".to_vec(),
             }),
-            "010713aa80808080804006757365722e6b",
+            "010713aa80808080804006757365722e6b01e8076402041b",
         ),
-        ("MetaRequest::Counters", meta(MetaRequest::Counters), "010714"),
-        ("MetaRequest::Orphans", meta(MetaRequest::Orphans), "010715"),
+        ("MetaRequest::Counters", meta(MetaRequest::Counters), "01071401e8076402041b"),
+        ("MetaRequest::Orphans", meta(MetaRequest::Orphans), "01071501e8076402041b"),
         (
             "MetaRequest::Reclaim",
             meta(MetaRequest::Reclaim { ino: INO }),
-            "010716aa808080808040",
+            "010716aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::CreateMasked",
@@ -373,12 +373,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 uid: 0,
                 gid: 5,
             }),
-            "010717010374747905840ab603120005",
+            "010717010374747905840ab60312000501e8076402041b",
         ),
         (
             "MetaRequest::TouchAtime",
             meta(MetaRequest::TouchAtime { ino: INO }),
-            "010718aa808080808040",
+            "010718aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::GetLock",
@@ -386,7 +386,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 lock: byte_lock(LockKind::Read),
             }),
-            "010719aa808080808040eeff83064d92210064ffffffffffffffffff01",
+            "010719aa808080808040eeff83064d92210064ffffffffffffffffff0101e8076402041b",
         ),
         (
             "MetaRequest::SetLock",
@@ -394,7 +394,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 lock: byte_lock(LockKind::Write),
             }),
-            "01071aaa808080808040eeff83064d92210164ffffffffffffffffff01",
+            "01071aaa808080808040eeff83064d92210164ffffffffffffffffff0101e8076402041b",
         ),
         (
             "MetaRequest::ReleaseLocks",
@@ -403,12 +403,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 client: 0xC0FFEE,
                 owner: 77,
             }),
-            "01071baa808080808040eeff83064d",
+            "01071baa808080808040eeff83064d01e8076402041b",
         ),
         (
             "MetaRequest::Sync",
             meta(MetaRequest::Sync { ino: INO }),
-            "01071caa808080808040",
+            "01071caa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Allocated",
@@ -416,7 +416,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 delta: -65_536,
             }),
-            "01071daa808080808040ffff07",
+            "01071daa808080808040ffff0701e8076402041b",
         ),
         (
             "MetaRequest::RenewLease",
@@ -424,7 +424,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01071eaa808080808040eeff8306",
+            "01071eaa808080808040eeff830601e8076402041b",
         ),
         // Requests to the quorum role.
         (
@@ -696,7 +696,15 @@ fn nsd(req: NsdRequest) -> Sample {
 }
 
 fn meta(req: MetaRequest) -> Sample {
-    Sample::Request(Request::Meta { fs: 7, req })
+    Sample::Request(Request::Meta {
+        fs: 7,
+        req,
+        cred: Some(crate::types::Cred {
+            uid: 1000,
+            gid: 100,
+            groups: vec![4, 27],
+        }),
+    })
 }
 
 fn quorum(req: QuorumRequest) -> Sample {

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ClusterConfig, FsInfo, NsdInfo, Roles};
 use crate::error::RemoteError;
 use crate::types::{
-    Attr, ByteLock, ChunkId, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId, NsdId,
-    Orphan, RenameMode, SetAttr, Timespec, XattrMode,
+    Attr, ByteLock, ChunkId, Cred, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId,
+    NsdId, Orphan, RenameMode, SetAttr, Timespec, XattrMode,
 };
 
 /// First frame a connecting peer sends.
@@ -64,10 +64,13 @@ pub enum AuthReply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Nsd(NsdRequest),
-    /// A metadata request for file system `fs` (the shard is in the inode).
+    /// A metadata request for file system `fs` (the shard is in the inode),
+    /// made for the process `cred` (None: the node itself, e.g. freeing an
+    /// orphan or an admin command, trusted as every secret holder is).
     Meta {
         fs: FsId,
         req: MetaRequest,
+        cred: Option<Cred>,
     },
     Quorum(QuorumRequest),
     /// Requests to the node daemon itself (mounts), from admin commands on
@@ -519,7 +522,8 @@ mod tests {
                 )),
             (any::<u64>(), arb_name()).prop_map(|(parent, name)| Request::Meta {
                 fs: 1,
-                req: MetaRequest::Lookup { parent, name }
+                req: MetaRequest::Lookup { parent, name },
+                cred: None,
             }),
             (arb_name(), arb_name(), any::<u32>()).prop_map(|(name, target, mode)| Request::Meta {
                 fs: 1,
@@ -530,7 +534,12 @@ mod tests {
                     mode,
                     uid: 0,
                     gid: 0,
-                }
+                },
+                cred: Some(Cred {
+                    uid: 1000,
+                    gid: 100,
+                    groups: vec![4, 27]
+                }),
             }),
             Just(Request::Quorum(QuorumRequest::GetConfig)),
             (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
@@ -546,7 +555,8 @@ mod tests {
                             start,
                             end,
                         },
-                    }
+                    },
+                    cred: None,
                 }
             ),
         ]

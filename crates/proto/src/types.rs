@@ -110,6 +110,26 @@ pub enum TimeSet {
     At(Timespec),
 }
 
+/// Who asks: the credentials of the process behind a request, carried so
+/// that the meta role checks POSIX permissions itself (the mounting node's
+/// kernel checks them first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (bounded by [`MAX_GROUPS`]).
+    pub groups: Vec<u32>,
+}
+
+/// Most supplementary groups a request carries (Linux's NGROUPS_MAX).
+pub const MAX_GROUPS: usize = 65536;
+
+impl Cred {
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
 /// The attribute changes of one `setattr`; absent fields are unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetAttr {

@@ -125,8 +125,8 @@ impl Handler for Node {
                 Some(s) => s.handle(r, data),
                 None => no_service("nsd"),
             },
-            Request::Meta { fs, req } => match self.meta_server(fs) {
-                Some(s) => s.handle(req, data),
+            Request::Meta { fs, req, cred } => match self.meta_server(fs) {
+                Some(s) => s.handle_as(req, data, cred.as_ref()),
                 None => no_service(&format!("meta (file system {fs})")),
             },
             Request::Quorum(r) => self.quorum(r, data),
@@ -148,7 +148,7 @@ impl Handler for Node {
     /// for the disk.
     fn is_quick(&self, req: &Request) -> bool {
         match req {
-            Request::Meta { fs, req } => {
+            Request::Meta { fs, req, .. } => {
                 self.meta_server(*fs).is_some_and(|m| !m.spec().durable)
                     && !matches!(req, MetaRequest::Sync { .. })
             }
