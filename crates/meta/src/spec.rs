@@ -39,6 +39,26 @@ pub struct MetaSpec {
 }
 
 impl MetaSpec {
+    /// The spec of shard 0 of file system `fs` with group commit (changes
+    /// durable together every 50 ms and at once on fsync, see `sync`);
+    /// `None` when the file system has no data pool.
+    pub fn group_commit(fs: &weft_proto::config::FsInfo, lock_lease_ms: u64) -> Option<MetaSpec> {
+        let table = fs.chain_tables.first()?;
+        Some(MetaSpec {
+            fs: fs.id,
+            shard: 0,
+            block_size: fs.block_size,
+            pool: 0,
+            table_version: table.version,
+            stripe_width: table.chains.len() as u32,
+            max_inodes: fs.max_inodes,
+            data_in_inode: fs.data_in_inode,
+            durable: false,
+            sync_interval_ms: 50,
+            lock_lease_ms,
+        })
+    }
+
     /// Refuses values no file could be laid out with, naming the field.
     pub fn validate(&self) -> Result<(), MetaError> {
         if self.block_size == 0 || !self.block_size.is_power_of_two() {

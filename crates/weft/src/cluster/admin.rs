@@ -96,19 +96,33 @@ fn read_stanzas(path: &PathBuf) -> Result<stanza::Stanzas> {
         .map_err(|errors| anyhow::anyhow!("{}: {}", path.display(), stanza::render_errors(&errors)))
 }
 
-/// `weft nsd create -F FILE`.
-pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
-    let stanzas = read_stanzas(&args.file)?;
-    let local = Local::open(&args.target)?;
+/// Runs `body` with the node of `target`, a connection pool and the
+/// configuration as the cluster manager has it.
+fn with_cluster<T>(
+    target: &Target,
+    body: impl AsyncFnOnce(&Local, &weft_net::Pool, ClusterConfig) -> Result<T>,
+) -> Result<T> {
+    let local = Local::open(target)?;
     let rt = crate::admin::runtime()?;
     let pool = local.pool();
     rt.block_on(async {
         let cfg = config(&local, &pool).await?;
+        body(&local, &pool, cfg).await
+    })
+}
+
+/// `weft nsd create -F FILE`.
+pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
+    let stanzas = read_stanzas(&args.file)?;
+    with_cluster(&args.target, async |local, pool, cfg| {
         let mut problems = Vec::new();
         let mut nsds = Vec::new();
         for s in &stanzas.nsds {
             let Some(primary) = s.servers.first() else {
-                problems.push(format!("line {}: NSD {} has no servers=: name the node that serves it", s.line, s.name));
+                problems.push(format!(
+                    "line {}: NSD {} has no servers=: name the node that serves it",
+                    s.line, s.name
+                ));
                 continue;
             };
             let Some(node) = find_server(&cfg, primary) else {
@@ -154,7 +168,12 @@ pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
             bail!("no NSD was created:\n  {}", problems.join("\n  "));
         }
         let names: Vec<String> = nsds.iter().map(|n| n.name.clone()).collect();
-        call_manager(&pool, &local.quorum_addrs, QuorumRequest::Change(ConfigChange::AddNsds(nsds))).await?;
+        call_manager(
+            pool,
+            &local.quorum_addrs,
+            QuorumRequest::Change(ConfigChange::AddNsds(nsds)),
+        )
+        .await?;
         println!("weft: created NSDs {}", names.join(", "));
         Ok(())
     })
@@ -184,11 +203,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
         );
     }
     let stanzas = read_stanzas(&args.file)?;
-    let local = Local::open(&args.target)?;
-    let rt = crate::admin::runtime()?;
-    let pool = local.pool();
-    rt.block_on(async {
-        let cfg = config(&local, &pool).await?;
+    with_cluster(&args.target, async |local, pool, cfg| {
         let mut members = Vec::new();
         for s in &stanzas.nsds {
             match cfg.nsds.iter().find(|n| n.name == s.name) {
@@ -201,7 +216,8 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
                 ),
             }
         }
-        let pools: std::collections::BTreeSet<String> = members.iter().map(|n| n.pool.clone()).collect();
+        let pools: std::collections::BTreeSet<String> =
+            members.iter().map(|n| n.pool.clone()).collect();
         let mut tables = Vec::new();
         for p in &pools {
             if !members.iter().any(|n| &n.pool == p && n.usage.holds_data()) {
@@ -247,7 +263,12 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             }],
             chain_tables: tables,
         };
-        call_manager(&pool, &local.quorum_addrs, QuorumRequest::Change(ConfigChange::CreateFs(Box::new(fs)))).await?;
+        call_manager(
+            pool,
+            &local.quorum_addrs,
+            QuorumRequest::Change(ConfigChange::CreateFs(Box::new(fs))),
+        )
+        .await?;
         println!(
             "weft: created file system {} (block size {}, {} NSDs, metadata on {})",
             args.name,

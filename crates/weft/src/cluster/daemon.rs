@@ -200,21 +200,8 @@ fn reconcile(
         if served.meta.contains(&fs.id) || !fs.shards.iter().any(|s| s.node == me) {
             continue;
         }
-        let Some(table) = fs.chain_tables.first() else {
+        let Some(spec) = MetaSpec::group_commit(fs, lock_lease_ms) else {
             continue;
-        };
-        let spec = MetaSpec {
-            fs: fs.id,
-            shard: 0,
-            block_size: fs.block_size,
-            pool: 0,
-            table_version: table.version,
-            stripe_width: table.chains.len() as u32,
-            max_inodes: fs.max_inodes,
-            data_in_inode: fs.data_in_inode,
-            durable: false,
-            sync_interval_ms: 50,
-            lock_lease_ms,
         };
         if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
             warn!(error = %e, "cannot create the meta directory");

@@ -303,28 +303,9 @@ pub fn run(args: UpArgs) -> Result<()> {
         config.nsds.iter().map(|n| nsd_spec(&config, n)).collect(),
         &config.cluster_id,
     )?;
-    let table = fs
-        .chain_tables
-        .first()
+    let spec = MetaSpec::group_commit(&fs, checked.lock_lease_ms)
         .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
-    let meta = MetaServer::open(
-        &dir.meta(&fs.name, 0),
-        MetaSpec {
-            fs: fs.id,
-            shard: 0,
-            block_size: fs.block_size,
-            pool: 0,
-            table_version: table.version,
-            stripe_width: table.chains.len() as u32,
-            max_inodes: fs.max_inodes,
-            data_in_inode: fs.data_in_inode,
-            // Group commit: changes become durable together every 50 ms,
-            // and at once on fsync (see crates/meta/src/sync.rs).
-            durable: false,
-            sync_interval_ms: 50,
-            lock_lease_ms: checked.lock_lease_ms,
-        },
-    )?;
+    let meta = MetaServer::open(&dir.meta(&fs.name, 0), spec)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

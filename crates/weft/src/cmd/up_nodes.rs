@@ -115,6 +115,23 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<
     bail!("timed out after {limit:?} waiting for {what}")
 }
 
+/// Runs `f` until it succeeds, at most 50 times 300 ms apart (nodes that
+/// just started learn the configuration within a heartbeat).
+fn retry(what: &str, mut f: impl FnMut() -> Result<()>) -> Result<()> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < 50 => {
+                tracing::debug!(error = %e, "cannot {what} yet");
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Err(e) => return Err(e.context(format!("cannot {what}"))),
+        }
+    }
+}
+
 fn node_args(plan: &NodesPlan, k: u32) -> Vec<String> {
     let quorum = if k <= 3 { "quorum," } else { "" };
     let meta = if k == 1 { "meta," } else { "" };
@@ -216,21 +233,12 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         }
         std::fs::write(&stanza, text).context("cannot write the stanza file")?;
         // Every node must have joined before its NSD can be created.
-        let mut tries = 0;
-        loop {
-            match crate::cluster::admin::nsd_create(NsdCreateArgs {
+        retry("create the NSDs", || {
+            crate::cluster::admin::nsd_create(NsdCreateArgs {
                 file: stanza.clone(),
                 target: target.clone(),
-            }) {
-                Ok(()) => break,
-                Err(e) if tries < 50 => {
-                    tracing::debug!(error = %e, "NSDs not created yet");
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+        })?;
         crate::cluster::admin::fs_create(FsCreateArgs {
             name: DEFAULT_FS.into(),
             file: stanza,
@@ -252,22 +260,14 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         plan.data.display()
     );
     if let Some(m) = &plan.mount {
-        let mut tries = 0;
-        loop {
-            match crate::cluster::admin::mount(MountArgs {
+        // node1 serves the mount once it has seen fs0.
+        retry("mount fs0", || {
+            crate::cluster::admin::mount(MountArgs {
                 fs: DEFAULT_FS.into(),
                 path: m.clone(),
                 target: target.clone(),
-            }) {
-                Ok(()) => break,
-                Err(e) if tries < 50 => {
-                    tracing::debug!(error = %e, "not mounted yet");
-                    tries += 1;
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            })
+        })?;
     }
     println!(
         "weft: ready; `weft node list --data {}` shows the nodes; Ctrl-C or SIGTERM stops them all",

@@ -526,8 +526,13 @@ pub fn chunk_files(data: &Path, ino: u64) -> Vec<ChunkFile> {
             if !fd.file_name().to_string_lossy().starts_with(&prefix) {
                 continue;
             }
-            for c in std::fs::read_dir(fd.path()).expect("read file dir") {
-                let c = c.expect("chunk entry");
+            // The file's chunks may be freed while this looks: a directory
+            // gone meanwhile holds none.
+            let Ok(chunks) = std::fs::read_dir(fd.path()) else {
+                continue;
+            };
+            for c in chunks {
+                let Ok(c) = c else { continue };
                 let name = c.file_name().to_string_lossy().into_owned();
                 if let Ok(block) = name.parse::<u64>() {
                     out.push(ChunkFile {
