@@ -66,6 +66,8 @@
 
 mod chunk;
 mod chunk_file;
+mod chunk_store;
+pub mod conformance;
 mod error;
 mod label;
 mod locks;
@@ -80,8 +82,11 @@ mod update;
 mod usage;
 
 pub use chunk::{ChunkFormatError, HEADER_LEN};
+pub use chunk_store::ChunkStore;
 pub use error::{ChunkRef, NsdError, NsdRef, RequestError};
 pub use label::{format_nsd, read_label, NsdLabel};
+pub use ops::read::ChunkRead;
 pub use ops::write::WriteMode;
 pub use server::NsdServer;
 pub use spec::NsdSpec;
+pub use store::Store;

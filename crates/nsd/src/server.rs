@@ -13,17 +13,18 @@ use crate::error::{NsdError, RequestError};
 use crate::ops::write::WriteMode;
 use crate::spec::NsdSpec;
 use crate::store::Store;
+use crate::ChunkStore;
 
 /// The nsd role of one node. `Send + Sync`: share it behind an `Arc`.
 pub struct NsdServer {
     /// Sorted by id.
-    stores: Vec<Store>,
+    stores: Vec<Box<dyn ChunkStore>>,
 }
 
 impl NsdServer {
     /// Usage of every NSD; NSDs sharing one local file system split its free space.
     fn stats(&self) -> Vec<weft_proto::msg::NsdStat> {
-        let devices: Vec<Option<u64>> = self.stores.iter().map(Store::device).collect();
+        let devices: Vec<Option<u64>> = self.stores.iter().map(|s| s.device()).collect();
         self.stores
             .iter()
             .zip(&devices)
@@ -55,8 +56,35 @@ impl NsdServer {
         }
         let stores = specs
             .into_iter()
-            .map(|spec| Store::open(spec, cluster_id))
+            .map(|spec| Store::open(spec, cluster_id).map(|s| Box::new(s) as Box<dyn ChunkStore>))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(NsdServer { stores })
+    }
+
+    /// A server over stores already open (any [`ChunkStore`]); two stores
+    /// of one NSD id are refused.
+    pub fn with_stores(mut stores: Vec<Box<dyn ChunkStore>>) -> Result<NsdServer, NsdError> {
+        stores.sort_by_key(|s| s.id());
+        for pair in stores.windows(2) {
+            if let [a, b] = pair {
+                if a.id() == b.id() {
+                    let place = |s: &dyn ChunkStore| {
+                        s.chunk_path(&weft_proto::types::ChunkId {
+                            fs: 0,
+                            ino: 0,
+                            gen: 0,
+                            block: 0,
+                        })
+                        .unwrap_or_default()
+                    };
+                    return Err(NsdError::DuplicateId {
+                        id: a.id(),
+                        first: place(a.as_ref()),
+                        second: place(b.as_ref()),
+                    });
+                }
+            }
+        }
         Ok(NsdServer { stores })
     }
 
@@ -104,14 +132,15 @@ impl NsdServer {
 
     /// The on-disk path of one chunk; `None` when this node does not serve `nsd`.
     pub fn chunk_path(&self, nsd: NsdId, chunk: &ChunkId) -> Option<PathBuf> {
-        self.store(nsd).ok().map(|s| s.chunk_path(chunk))
+        self.store(nsd).ok().and_then(|s| s.chunk_path(chunk))
     }
 
-    fn store(&self, id: NsdId) -> Result<&Store, RequestError> {
+    fn store(&self, id: NsdId) -> Result<&dyn ChunkStore, RequestError> {
         self.stores
-            .binary_search_by_key(&id, Store::id)
+            .binary_search_by_key(&id, |s| s.id())
             .ok()
             .and_then(|i| self.stores.get(i))
+            .map(|s| s.as_ref())
             .ok_or(RequestError::UnknownNsd { id })
     }
 

@@ -10,6 +10,7 @@
 //! manager's view of which nodes are alive.
 
 pub mod change;
+pub mod conformance;
 mod error;
 mod file_store;
 pub mod liveness;

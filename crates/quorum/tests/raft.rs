@@ -201,3 +201,33 @@ async fn a_restarted_node_keeps_its_log_and_configuration() {
     assert_eq!(rename(&s, "again").await.unwrap().epoch, 3);
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_stores_pass_the_config_store_conformance_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = weft_quorum::FileStore::create(
+        &dir.path().join("cluster.json"),
+        weft_quorum::conformance::first_config(),
+    )
+    .unwrap();
+    weft_quorum::conformance::run_all(&file).await.unwrap();
+
+    let net = Arc::new(Net::default());
+    let link = Arc::new(Link {
+        net: net.clone(),
+        from: "q1".into(),
+    });
+    let raft = Arc::new(
+        RaftStore::open(&dir.path().join("q.redb"), 1, link, timing())
+            .await
+            .unwrap(),
+    );
+    net.nodes.lock().unwrap().insert("q1".into(), raft.clone());
+    raft.initialize("q1", weft_quorum::conformance::first_config())
+        .await
+        .unwrap();
+    weft_quorum::conformance::run_all(raft.as_ref())
+        .await
+        .unwrap();
+    raft.shutdown().await;
+}

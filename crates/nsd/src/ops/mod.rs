@@ -6,7 +6,7 @@
 mod allocate;
 mod delete_from;
 mod list_chunks;
-mod read;
+pub(crate) mod read;
 mod sync;
 mod truncate;
 pub(crate) mod write;

@@ -3,6 +3,7 @@
 
 mod common;
 mod concurrency;
+mod conformance;
 mod corruption;
 mod labels;
 mod model;

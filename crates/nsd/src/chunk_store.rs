@@ -1,0 +1,115 @@
+//! The seam below the nsd role: what any chunk store of one NSD does. The
+//! directory store ([`crate::Store`]: one file per chunk) implements it now;
+//! a chunk engine on a file or block device implements the same trait and
+//! must pass the same suite ([`crate::conformance`]).
+//!
+//! Sizes are in bytes within one block; "allocated" answers are how many
+//! bytes the file's allocation on this NSD changed by (subblocks).
+
+use std::path::PathBuf;
+
+use weft_proto::msg::NsdStat;
+use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
+
+use crate::ops::read::ChunkRead;
+use crate::{RequestError, WriteMode};
+
+pub trait ChunkStore: Send + Sync {
+    /// The NSD this store serves.
+    fn id(&self) -> NsdId;
+    /// Writes `data` at `offset` of the chunk (creating it; a gap reads as
+    /// zeros); answers the allocation change.
+    fn write(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> Result<i64, RequestError>;
+    /// Bytes `offset..min(offset + len, chunk_len)`, verified; an absent
+    /// chunk answers `present: false`.
+    fn read(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> Result<ChunkRead, RequestError>;
+    /// Shortens the chunk to `len` (0 deletes it); longer is a no-op.
+    fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError>;
+    /// Grows the chunk to at least `len` with zeros, taking the space.
+    fn allocate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError>;
+    /// Deletes every chunk of the file from `from_block` on.
+    fn delete_from(
+        &self,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+        from_block: u64,
+    ) -> Result<i64, RequestError>;
+    /// Makes every chunk of the file durable.
+    fn sync_file(&self, fs: FsId, ino: Ino, gen: u64) -> Result<(), RequestError>;
+    /// (block, length) of every chunk of the file, in block order.
+    fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError>;
+    /// Usage; `sharing` NSDs share the underlying device's free space.
+    fn stat(&self, sharing: u64) -> NsdStat;
+    /// The underlying device, to find NSDs that share one.
+    fn device(&self) -> Option<u64>;
+    /// Where the chunk lives on the host file system, for stores that keep
+    /// one file per chunk (tests and repair tools); `None` otherwise.
+    fn chunk_path(&self, c: &ChunkId) -> Option<PathBuf>;
+}
+
+impl ChunkStore for crate::Store {
+    fn id(&self) -> NsdId {
+        crate::Store::id(self)
+    }
+    fn write(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> Result<i64, RequestError> {
+        crate::Store::write(self, c, offset, data, mode)
+    }
+    fn read(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> Result<ChunkRead, RequestError> {
+        crate::Store::read(self, c, offset, len, direct)
+    }
+    fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
+        crate::Store::truncate(self, c, len)
+    }
+    fn allocate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
+        crate::Store::allocate(self, c, len)
+    }
+    fn delete_from(
+        &self,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+        from_block: u64,
+    ) -> Result<i64, RequestError> {
+        crate::Store::delete_from(self, fs, ino, gen, from_block)
+    }
+    fn sync_file(&self, fs: FsId, ino: Ino, gen: u64) -> Result<(), RequestError> {
+        crate::Store::sync_file(self, fs, ino, gen)
+    }
+    fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError> {
+        crate::Store::list_chunks(self, fs, ino, gen)
+    }
+    fn stat(&self, sharing: u64) -> NsdStat {
+        crate::Store::stat(self, sharing)
+    }
+    fn device(&self) -> Option<u64> {
+        crate::Store::device(self)
+    }
+    fn chunk_path(&self, c: &ChunkId) -> Option<PathBuf> {
+        Some(crate::Store::chunk_path(self, c))
+    }
+}
