@@ -16,7 +16,7 @@ use weft_proto::msg::JoinClaim;
 use weft_proto::{FrameKind, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
-use crate::{Handler, NetError, Secret};
+use crate::{Handler, NetError, Secret, Transport};
 
 type Reply = Result<(Response, Bytes), NetError>;
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
@@ -179,6 +179,8 @@ pub struct Peer {
     local: Option<Arc<dyn Handler>>,
     join: Option<JoinClaim>,
     timeout: Duration,
+    /// Requests go through this transport instead of TCP (a simulator).
+    via: Option<Arc<dyn Transport>>,
 }
 
 impl Peer {
@@ -194,6 +196,7 @@ impl Peer {
             local: None,
             join: None,
             timeout: REQUEST_TIMEOUT,
+            via: None,
         }
     }
 
@@ -219,6 +222,7 @@ impl Peer {
             local: Some(handler),
             join: None,
             timeout: REQUEST_TIMEOUT,
+            via: None,
         }
     }
 
@@ -270,6 +274,9 @@ impl Peer {
     /// Sends one request and waits for its response. A `Response::Error` is
     /// returned as `NetError::Remote`.
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
+        if let Some(t) = &self.via {
+            return t.call(&self.addr, req, data).await;
+        }
         let answer = match &self.local {
             Some(handler) => self.call_local(handler, req, data).await?,
             None => {
@@ -292,6 +299,7 @@ pub struct Pool {
     name: String,
     connections: usize,
     timeout: Duration,
+    via: Option<Arc<dyn Transport>>,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
 }
 
@@ -314,8 +322,16 @@ impl Pool {
             name: name.to_string(),
             connections,
             timeout: REQUEST_TIMEOUT,
+            via: None,
             peers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A pool whose peers send every request through `transport` (other
+    /// than the roles set with [`Pool::set_local`]) instead of TCP.
+    pub fn with_transport(mut self, transport: Arc<dyn Transport>) -> Pool {
+        self.via = Some(transport);
+        self
     }
 
     /// Answers are awaited at most `timeout` (default [`REQUEST_TIMEOUT`]);
@@ -335,6 +351,7 @@ impl Pool {
             .or_insert_with(|| {
                 let mut p = Peer::new(addr, self.secret.clone(), &self.name, self.connections);
                 p.timeout = self.timeout;
+                p.via = self.via.clone();
                 Arc::new(p)
             })
             .clone()

@@ -8,14 +8,20 @@
 //! - Servers hand each request to a synchronous [`Handler`] on tokio's
 //!   blocking pool: the role crates (nsd, meta, quorum) stay free of async.
 //! - A malformed frame closes the connection; it never panics the daemon.
+//! - [`Transport`] is the seam a simulated network slots into
+//!   ([`Pool::with_transport`]); [`conformance`] is the suite every
+//!   implementation passes.
 
+pub mod conformance;
 mod conn;
 mod error;
 mod handshake;
 mod secret;
 mod server;
+mod transport;
 
 pub use conn::{Peer, Pool, REQUEST_TIMEOUT};
 pub use error::NetError;
 pub use secret::Secret;
 pub use server::{serve, Handler};
+pub use transport::{BoxFuture, Transport};

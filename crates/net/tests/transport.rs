@@ -232,3 +232,54 @@ async fn a_node_of_another_wire_version_is_refused_by_name() {
         other => panic!("accepted a node of wire version {old}: {other:?}"),
     }
 }
+
+/// A network in memory: addresses to handlers, nothing else reachable.
+struct Sim(std::collections::HashMap<String, Arc<dyn Handler>>);
+
+impl weft_net::Transport for Sim {
+    fn call<'a>(
+        &'a self,
+        addr: &'a str,
+        req: Request,
+        data: Bytes,
+    ) -> weft_net::BoxFuture<'a, Result<(Response, Bytes), NetError>> {
+        Box::pin(async move {
+            match self.0.get(addr) {
+                Some(h) => match h.handle(req, data) {
+                    (Response::Error(e), _) => Err(NetError::Remote(e)),
+                    ok => Ok(ok),
+                },
+                None => Err(NetError::Closed {
+                    addr: addr.to_string(),
+                    reason: "no such node in the simulated network".into(),
+                }),
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transport_passes_the_conformance_suite() {
+    use weft_net::conformance::{run_all, suite_handler};
+    // TCP.
+    let secret = Secret::generate();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    tokio::spawn(serve(l, secret.clone(), suite_handler()));
+    let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let unserved = free.local_addr().unwrap().to_string();
+    drop(free);
+    let tcp = weft_net::Pool::new(secret.clone(), "suite", 2);
+    run_all(&tcp, &addr, &unserved).await.unwrap();
+    // A node's own roles, without the network.
+    let local = weft_net::Pool::new(secret.clone(), "suite", 2);
+    local.set_local("self:1", suite_handler());
+    run_all(&local, "self:1", &unserved).await.unwrap();
+    // A simulated network handed to a pool: the pool's peers use it.
+    let mut nodes = std::collections::HashMap::new();
+    nodes.insert("sim:1".to_string(), suite_handler());
+    let sim = Arc::new(Sim(nodes));
+    run_all(sim.as_ref(), "sim:1", "sim:2").await.unwrap();
+    let through = weft_net::Pool::new(secret, "suite", 1).with_transport(sim);
+    run_all(&through, "sim:1", "sim:2").await.unwrap();
+}
