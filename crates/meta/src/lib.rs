@@ -68,6 +68,7 @@ mod acl;
 mod error;
 mod fail;
 mod inode;
+mod kv;
 mod locks;
 mod names;
 mod open;

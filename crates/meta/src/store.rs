@@ -1,23 +1,20 @@
 //! The transaction layer the operations are written against.
 //!
-//! A [`Store`] is the five tables of a shard opened in one redb transaction.
+//! A [`Store`] is a shard's records (inodes, entries, xattrs, orphans,
+//! counters) over one transaction of the KV seam ([`crate::kv`]): redb now.
 //! [`Reader`] is implemented for both the read-only and the writable store,
 //! so a look-up is written once and serves `Lookup` (read transaction) as well
 //! as `Rename` (write transaction). Writes are methods of [`WriteStore`] only.
 //! Nothing here commits: the caller ([`crate::server`]) commits once per request.
 
-use std::ops::Bound;
-
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransaction};
+use redb::{ReadTransaction, WriteTransaction};
 use weft_proto::types::{make_ino, FileKind, Ino, ShardId, LOCAL_INO_MASK};
 use weft_proto::ErrorKind;
 
 use crate::fail::{refuse, OpError};
 use crate::inode::Inode;
-use crate::schema::{
-    child_key, key, kind_code, kind_from_code, split_child_key, DIRENTS, INODES, META, ORPHANS,
-    XATTRS,
-};
+use crate::kv::{encode_entry, KvRead, KvWrite, RedbRead, RedbWrite, Space};
+use crate::schema::{child_key, key, kind_code, kind_from_code, split_child_key};
 
 /// One directory entry's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,41 +23,25 @@ pub(crate) struct Entry {
     pub kind: FileKind,
 }
 
-/// The tables of one shard, opened in one transaction.
-pub(crate) struct Store<I, D, X, O, M> {
-    inodes: I,
-    dirents: D,
-    xattrs: X,
-    orphans: O,
-    meta: M,
+/// A shard's records over one KV transaction (see [`crate::kv`]).
+pub(crate) struct Store<K> {
+    kv: K,
 }
 
-pub(crate) type ReadStore = Store<
-    ReadOnlyTable<u64, &'static [u8]>,
-    ReadOnlyTable<&'static [u8], (u64, u8)>,
-    ReadOnlyTable<&'static [u8], &'static [u8]>,
-    ReadOnlyTable<u64, ()>,
-    ReadOnlyTable<&'static str, u64>,
->;
+pub(crate) type ReadStore = Store<RedbRead>;
 
-pub(crate) type WriteStore<'t> = Store<
-    Table<'t, u64, &'static [u8]>,
-    Table<'t, &'static [u8], (u64, u8)>,
-    Table<'t, &'static [u8], &'static [u8]>,
-    Table<'t, u64, ()>,
-    Table<'t, &'static str, u64>,
->;
+pub(crate) type WriteStore<'t> = Store<RedbWrite<'t>>;
 
 impl ReadStore {
     pub(crate) fn open(txn: &ReadTransaction) -> Result<Self, OpError> {
         Ok(Store {
-            inodes: txn.open_table(INODES)?,
-            dirents: txn.open_table(DIRENTS)?,
-            xattrs: txn.open_table(XATTRS)?,
-            orphans: txn.open_table(ORPHANS)?,
-            meta: txn.open_table(META)?,
+            kv: RedbRead::open(txn)?,
         })
     }
+}
+
+fn ino_key(ino: Ino) -> [u8; 8] {
+    ino.to_be_bytes()
 }
 
 /// Reads shared by every operation, whatever its transaction.
@@ -91,26 +72,19 @@ pub(crate) trait Reader {
     fn counter(&self, name: &'static str) -> Result<u64, OpError>;
 }
 
-impl<I, D, X, O, M> Reader for Store<I, D, X, O, M>
-where
-    I: ReadableTable<u64, &'static [u8]>,
-    D: ReadableTable<&'static [u8], (u64, u8)>,
-    X: ReadableTable<&'static [u8], &'static [u8]>,
-    O: ReadableTable<u64, ()>,
-    M: ReadableTable<&'static str, u64>,
-{
+impl<K: KvRead> Reader for Store<K> {
     fn inode(&self, ino: Ino) -> Result<Option<Inode>, OpError> {
-        match self.inodes.get(ino)? {
+        match self.kv.get(Space::Inodes, &ino_key(ino))? {
             None => Ok(None),
-            Some(g) => Inode::decode(ino, g.value()).map(Some),
+            Some(bytes) => Inode::decode(ino, &bytes).map(Some),
         }
     }
 
     fn entry(&self, parent: Ino, name: &[u8]) -> Result<Option<Entry>, OpError> {
         let k = child_key(parent, name);
-        match self.dirents.get(k.as_slice())? {
+        match self.kv.get(Space::Dirents, &k)? {
             None => Ok(None),
-            Some(g) => decode_entry(parent, name, g.value()).map(Some),
+            Some(v) => decode_entry(parent, name, &v).map(Some),
         }
     }
 
@@ -120,91 +94,91 @@ where
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<(Vec<(Vec<u8>, Entry)>, bool), OpError> {
-        let start = child_key(parent, after.unwrap_or_default());
-        let lower = match after {
-            Some(_) => Bound::Excluded(start.as_slice()),
-            None => Bound::Included(start.as_slice()),
-        };
-        let mut out = Vec::new();
-        for item in self.dirents.range::<&[u8]>((lower, Bound::Unbounded))? {
-            let (k, v) = item?;
-            let Some((p, name)) = split_child_key(k.value()) else {
+        let from = child_key(parent, after.unwrap_or_default());
+        let pairs = self.kv.scan(
+            Space::Dirents,
+            &ino_key(parent),
+            &from,
+            after.is_some(),
+            limit.saturating_add(1),
+        )?;
+        let more = pairs.len() > limit;
+        let mut out = Vec::with_capacity(pairs.len().min(limit));
+        for (k, v) in pairs.into_iter().take(limit) {
+            let Some((_, name)) = split_child_key(&k) else {
                 return Err(bad_entry(parent, b"", "key shorter than its parent prefix"));
             };
-            if p != parent {
-                break;
-            }
-            if out.len() == limit {
-                return Ok((out, true));
-            }
-            let entry = decode_entry(parent, name, v.value())?;
+            let entry = decode_entry(parent, name, &v)?;
             out.push((name.to_vec(), entry));
         }
-        Ok((out, false))
+        Ok((out, more))
     }
 
     fn xattr(&self, ino: Ino, name: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
-        let k = child_key(ino, name);
-        Ok(self.xattrs.get(k.as_slice())?.map(|g| g.value().to_vec()))
+        self.kv.get(Space::Xattrs, &child_key(ino, name))
     }
 
     fn xattr_names(&self, ino: Ino) -> Result<Vec<Vec<u8>>, OpError> {
-        let start = child_key(ino, b"");
-        let mut out = Vec::new();
-        for item in self.xattrs.range::<&[u8]>(start.as_slice()..)? {
-            let (k, _) = item?;
-            match split_child_key(k.value()) {
-                Some((i, name)) if i == ino => out.push(name.to_vec()),
-                _ => break,
-            }
-        }
-        Ok(out)
+        let prefix = ino_key(ino);
+        let pairs = self
+            .kv
+            .scan(Space::Xattrs, &prefix, &prefix, false, usize::MAX)?;
+        Ok(pairs
+            .into_iter()
+            .filter_map(|(k, _)| split_child_key(&k).map(|(_, name)| name.to_vec()))
+            .collect())
     }
 
     fn orphan_inos(&self, limit: usize) -> Result<Vec<Ino>, OpError> {
-        let mut out = Vec::new();
-        for item in self.orphans.iter()? {
-            if out.len() == limit {
-                break;
-            }
-            out.push(item?.0.value());
-        }
-        Ok(out)
+        self.kv
+            .scan(Space::Orphans, &[], &[], false, limit)?
+            .into_iter()
+            .map(|(k, _)| {
+                let b: [u8; 8] = k.as_slice().try_into().map_err(|_| OpError::BadRecord {
+                    what: "orphan key".into(),
+                    reason: "not 8 bytes".into(),
+                })?;
+                Ok(Ino::from_be_bytes(b))
+            })
+            .collect()
     }
 
     fn counter(&self, name: &'static str) -> Result<u64, OpError> {
-        self.meta
-            .get(name)?
-            .map(|g| g.value())
-            .ok_or_else(|| OpError::BadRecord {
-                what: format!("meta/{name}"),
-                reason: "missing".into(),
-            })
+        let missing = || OpError::BadRecord {
+            what: format!("meta/{name}"),
+            reason: "missing".into(),
+        };
+        let v = self
+            .kv
+            .get(Space::Meta, name.as_bytes())?
+            .ok_or_else(missing)?;
+        let b: [u8; 8] = v.as_slice().try_into().map_err(|_| OpError::BadRecord {
+            what: format!("meta/{name}"),
+            reason: "not 8 bytes".into(),
+        })?;
+        Ok(u64::from_le_bytes(b))
     }
 }
 
 impl<'t> WriteStore<'t> {
     pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, OpError> {
         Ok(Store {
-            inodes: txn.open_table(INODES)?,
-            dirents: txn.open_table(DIRENTS)?,
-            xattrs: txn.open_table(XATTRS)?,
-            orphans: txn.open_table(ORPHANS)?,
-            meta: txn.open_table(META)?,
+            kv: RedbWrite::open(txn)?,
         })
     }
+}
 
+impl<K: KvWrite> Store<K> {
     pub(crate) fn put_inode(&mut self, ino: Ino, inode: &Inode) -> Result<(), OpError> {
         let bytes = inode.encode(ino)?;
-        self.inodes.insert(ino, bytes.as_slice())?;
-        Ok(())
+        self.kv.set(Space::Inodes, &ino_key(ino), &bytes)
     }
 
     /// Deletes the record of `ino` and its xattrs, and counts it gone.
     pub(crate) fn remove_inode(&mut self, ino: Ino, inode: &Inode) -> Result<(), OpError> {
-        self.inodes.remove(ino)?;
+        self.kv.delete(Space::Inodes, &ino_key(ino))?;
         self.remove_xattrs(ino)?;
-        self.orphans.remove(ino)?;
+        self.kv.delete(Space::Orphans, &ino_key(ino))?;
         self.sub_counter(key::INODES_USED, 1)?;
         self.sub_counter(key::INLINE_BYTES, inode.inline_len())?;
         Ok(())
@@ -212,27 +186,22 @@ impl<'t> WriteStore<'t> {
 
     pub(crate) fn put_entry(&mut self, parent: Ino, name: &[u8], e: Entry) -> Result<(), OpError> {
         let k = child_key(parent, name);
-        self.dirents
-            .insert(k.as_slice(), (e.ino, kind_code(e.kind)))?;
-        Ok(())
+        self.kv
+            .set(Space::Dirents, &k, &encode_entry(e.ino, kind_code(e.kind)))
     }
 
     pub(crate) fn remove_entry(&mut self, parent: Ino, name: &[u8]) -> Result<(), OpError> {
-        let k = child_key(parent, name);
-        self.dirents.remove(k.as_slice())?;
+        self.kv.delete(Space::Dirents, &child_key(parent, name))?;
         Ok(())
     }
 
     pub(crate) fn put_xattr(&mut self, ino: Ino, name: &[u8], value: &[u8]) -> Result<(), OpError> {
-        let k = child_key(ino, name);
-        self.xattrs.insert(k.as_slice(), value)?;
-        Ok(())
+        self.kv.set(Space::Xattrs, &child_key(ino, name), value)
     }
 
     /// Removes one xattr; false if it was absent.
     pub(crate) fn remove_xattr(&mut self, ino: Ino, name: &[u8]) -> Result<bool, OpError> {
-        let k = child_key(ino, name);
-        Ok(self.xattrs.remove(k.as_slice())?.is_some())
+        self.kv.delete(Space::Xattrs, &child_key(ino, name))
     }
 
     fn remove_xattrs(&mut self, ino: Ino) -> Result<(), OpError> {
@@ -243,13 +212,11 @@ impl<'t> WriteStore<'t> {
     }
 
     pub(crate) fn add_orphan(&mut self, ino: Ino) -> Result<(), OpError> {
-        self.orphans.insert(ino, ())?;
-        Ok(())
+        self.kv.set(Space::Orphans, &ino_key(ino), &[])
     }
 
     pub(crate) fn set_counter(&mut self, name: &'static str, v: u64) -> Result<(), OpError> {
-        self.meta.insert(name, v)?;
-        Ok(())
+        self.kv.set(Space::Meta, name.as_bytes(), &v.to_le_bytes())
     }
 
     pub(crate) fn add_counter(&mut self, name: &'static str, delta: u64) -> Result<(), OpError> {
@@ -291,7 +258,15 @@ impl<'t> WriteStore<'t> {
     }
 }
 
-fn decode_entry(parent: Ino, name: &[u8], (ino, code): (u64, u8)) -> Result<Entry, OpError> {
+fn decode_entry(parent: Ino, name: &[u8], value: &[u8]) -> Result<Entry, OpError> {
+    let (ino, code) = match value {
+        [ino @ .., code] if ino.len() == 8 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(ino);
+            (u64::from_le_bytes(b), *code)
+        }
+        _ => return Err(bad_entry(parent, name, "value is not 9 bytes")),
+    };
     match kind_from_code(code) {
         Some(kind) => Ok(Entry { ino, kind }),
         None => Err(bad_entry(
