@@ -3,8 +3,10 @@
 //! The configuration (nodes, NSDs, file systems, chain tables) is small and
 //! rarely written. [`ConfigStore`] is the interface (async: a change commits
 //! through the network). [`RaftStore`] replicates it with Raft over the
-//! quorum nodes of a cluster; [`FileStore`] keeps it in one JSON file replaced
-//! atomically, which the embedded one-node cluster of `weft up` uses.
+//! quorum nodes of a cluster (and as a group of one for `weft up`);
+//! [`FileStore`] keeps it in one JSON file replaced atomically: `weft up`
+//! writes a new cluster's first configuration there, which then seeds the
+//! Raft store.
 //! [`change`] holds the pure planners of configuration changes (node join,
 //! NSD registration, file system creation) and [`liveness`] the cluster
 //! manager's view of which nodes are alive.
@@ -15,12 +17,10 @@ mod error;
 mod file_store;
 pub mod liveness;
 pub mod raft;
-mod server;
 
 pub use error::QuorumError;
 pub use file_store::{read as read_config, FileStore};
 pub use raft::{BoxFuture, RaftStore, RaftTiming, RaftTransport};
-pub use server::QuorumServer;
 
 use weft_proto::config::ClusterConfig;
 

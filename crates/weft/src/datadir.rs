@@ -2,7 +2,8 @@
 //! configuration, the secret, the NSD directories and the metadata shards.
 //!
 //! ```text
-//! DATA/cluster.json        cluster configuration (quorum role)
+//! DATA/cluster.json        the configuration written at creation (seeds the Raft store)
+//! DATA/quorum.redb         the quorum role's Raft store (the current configuration)
 //! DATA/cluster.secret      shared secret, 0600
 //! DATA/nsd/nsdN/           one directory NSD each
 //! DATA/meta/FS-shardN.redb metadata shards

@@ -12,7 +12,6 @@ use weft_nsd::NsdServer;
 use weft_proto::msg::NodeRequest;
 use weft_proto::types::FsId;
 use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
-use weft_quorum::QuorumServer;
 
 use crate::cluster::manager::Manager;
 
@@ -20,9 +19,7 @@ use crate::cluster::manager::Manager;
 pub enum QuorumRole {
     /// Not a quorum node.
     None,
-    /// The embedded one-node cluster: the configuration in one file.
-    File(QuorumServer),
-    /// A quorum node of a cluster (Raft).
+    /// A quorum node (Raft; a group of one for `weft up`).
     Raft(Arc<Manager>),
 }
 
@@ -99,17 +96,6 @@ impl Node {
     fn quorum(&self, req: QuorumRequest, data: Bytes) -> (Response, Bytes) {
         match &self.quorum {
             QuorumRole::None => no_service("quorum"),
-            QuorumRole::File(s) => match req {
-                QuorumRequest::GetConfig => s.get_config(),
-                _ => (
-                    Response::Error(RemoteError::new(
-                        ErrorKind::Unsupported,
-                        "the embedded one-node cluster of `weft up` takes no joins or configuration changes; \
-                         build a cluster with `weft cluster init`",
-                    )),
-                    Bytes::new(),
-                ),
-            },
             QuorumRole::Raft(m) => {
                 let _ = data;
                 (m.handle(req), Bytes::new())

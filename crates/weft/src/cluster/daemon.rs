@@ -62,6 +62,31 @@ impl RaftTransport for NetTransport {
     }
 }
 
+/// Opens this node's Raft configuration store (`DIR/quorum.redb`) and, with
+/// a `seed` and no configuration yet, makes it a group of one holding the
+/// seed (a new cluster, or a `weft up` directory of an older release). A
+/// joining quorum node has no seed: the manager adds it to the group.
+pub async fn open_quorum(
+    dir: &std::path::Path,
+    id: u32,
+    addr: &str,
+    secret: Secret,
+    seed: Option<ClusterConfig>,
+) -> Result<Arc<RaftStore>> {
+    let pool = Arc::new(Pool::new(secret, &format!("weft-node-{id}"), 2));
+    let store = RaftStore::open(
+        &dir.join("quorum.redb"),
+        u64::from(id),
+        Arc::new(NetTransport { pool }),
+        RaftTiming::default(),
+    )
+    .await?;
+    if let (None, Some(seed)) = (store.get(), seed) {
+        store.initialize(addr, seed).await?;
+    }
+    Ok(Arc::new(store))
+}
+
 /// What the first start of a node does before it serves.
 pub enum FirstStart {
     /// `weft cluster init`: commit the first configuration.
@@ -279,17 +304,14 @@ async fn serve_node(
     let pool = Arc::new(Pool::new(secret.clone(), &name, 2));
     let fdt = Duration::from_secs(cfg.failure_detection_time);
     let rt = tokio::runtime::Handle::current();
+    let seed = match first {
+        FirstStart::Init(config) => Some(*config),
+        FirstStart::None => None,
+    };
     let manager = if roles.quorum {
-        let transport = Arc::new(NetTransport { pool: pool.clone() });
-        let store = RaftStore::open(
-            &dir.root.join("quorum.redb"),
-            u64::from(cfg.node_id),
-            transport,
-            RaftTiming::default(),
-        )
-        .await?;
+        let raft = open_quorum(&dir.root, cfg.node_id, &cfg.listen, secret.clone(), seed).await?;
         Some(Arc::new(Manager::new(
-            Arc::new(store),
+            raft,
             secret.clone(),
             fdt,
             rt.clone(),
@@ -303,9 +325,6 @@ async fn serve_node(
     }));
     let handler: Arc<dyn Handler> = node.clone();
     let server = tokio::spawn(serve(listener, secret.clone(), handler.clone()));
-    if let (FirstStart::Init(config), Some(m)) = (first, &manager) {
-        m.raft().initialize(&cfg.listen, *config).await?;
-    }
     std::fs::write(
         dir.addr_file(),
         format!("{}\n{}\n", cfg.listen, std::process::id()),

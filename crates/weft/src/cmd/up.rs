@@ -1,6 +1,7 @@
 //! `weft up`: the embedded one-node cluster. Creates it on first start
-//! (4 directory NSDs, file system fs0), then runs the quorum, meta and nsd
-//! roles behind one TCP listener on 127.0.0.1, connects a client to itself
+//! (4 directory NSDs, file system fs0), then runs the quorum (the Raft store
+//! of a cluster, as a group of one), meta and nsd roles behind one TCP
+//! listener on 127.0.0.1, connects a client to itself
 //! (through the node's router without the network, or through TCP with
 //! `--mount-over-tcp`), and mounts fs0 with FUSE until SIGINT or SIGTERM.
 
@@ -14,8 +15,9 @@ use weft_net::{serve, Handler, Secret};
 use weft_nsd::{NsdServer, NsdSpec};
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
-use weft_quorum::{FileStore, QuorumServer};
+use weft_quorum::{ConfigStore, FileStore};
 
+use crate::cluster::manager::Manager;
 use crate::datadir::{fs_capacity, plan_cluster, DataDir, DirState, NewCluster, DEFAULT_FS};
 use crate::node::{Node, QuorumRole};
 use crate::size::{parse_size, show_size};
@@ -266,7 +268,35 @@ pub fn run(args: UpArgs) -> Result<()> {
             .with_context(|| format!("cannot open the cluster in {}", dir.root.display()))?,
     );
     let _lock = dir.lock()?;
-    let config = store.current();
+    let secret = Secret::load(&dir.secret())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft")
+        .build()
+        .context("cannot start the async runtime")?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind(&args.listen))
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .context("listener address")?
+        .to_string();
+    // The quorum role is a cluster's Raft store, in a group of one: the first
+    // start (of a new cluster, or of a directory made by an older release)
+    // seeds it with the configuration written at creation.
+    let raft = rt.block_on(crate::cluster::daemon::open_quorum(
+        &dir.root,
+        1,
+        &addr,
+        secret.clone(),
+        Some(store.current()),
+    ))?;
+    let config = rt.block_on(raft.update(&|c| {
+        for n in c.nodes.iter_mut().filter(|n| n.id == 1) {
+            n.addr = addr.clone();
+        }
+        Ok(())
+    }))?;
     let fs = config.filesystem(DEFAULT_FS).cloned().with_context(|| {
         format!(
             "the cluster in {} has no file system {DEFAULT_FS}",
@@ -296,9 +326,8 @@ pub fn run(args: UpArgs) -> Result<()> {
             }
         }
     }
-    let secret = Secret::load(&dir.secret())?;
 
-    // Open every store before listening: a refusal changes nothing.
+    // Open every store before serving: a refusal changes nothing.
     let nsd = NsdServer::open(
         config.nsds.iter().map(|n| nsd_spec(&config, n)).collect(),
         &config.cluster_id,
@@ -306,26 +335,13 @@ pub fn run(args: UpArgs) -> Result<()> {
     let spec = MetaSpec::group_commit(&fs, checked.lock_lease_ms)
         .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
     let meta = MetaServer::open(&dir.meta(&fs.name, 0), spec)?;
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("weft")
-        .build()
-        .context("cannot start the async runtime")?;
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind(&args.listen))
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("listener address")?
-        .to_string();
-    let config = store.update_now(&|c| {
-        for n in c.nodes.iter_mut().filter(|n| n.id == 1) {
-            n.addr = addr.clone();
-        }
-        Ok(())
-    })?;
-    let node = Node::new(QuorumRole::File(QuorumServer::new(store.clone())));
+    let manager = Manager::new(
+        raft,
+        secret.clone(),
+        std::time::Duration::from_millis(checked.lock_lease_ms),
+        rt.handle().clone(),
+    );
+    let node = Node::new(QuorumRole::Raft(Arc::new(manager)));
     node.add_meta(fs.id, meta);
     node.set_nsd(nsd);
     let node: Arc<dyn Handler> = Arc::new(node);
