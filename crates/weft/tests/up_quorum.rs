@@ -21,6 +21,9 @@ fn weft_up_keeps_its_configuration_in_a_raft_group_of_one() {
     assert!(up.data.join("quorum.redb").exists(), "not seeded again");
     assert_eq!(std::fs::read(up.m("kept")).unwrap(), b"across the seeding");
     let show = ok("fs show", &up.admin(&["fs", "show", "fs0"]));
-    assert!(show.contains("Default number of metadata replicas"), "{show}");
+    assert!(
+        show.contains("Default number of metadata replicas"),
+        "{show}"
+    );
     up.stop();
 }
