@@ -2,9 +2,12 @@
 //! relatime atime updates, byte-range locks kept by the meta role, and
 //! `fallocate`.
 //!
-//! Locks are held by `(client, owner)`: [`Client::lock_client_id`] names
-//! this client instance (random per process, distinct per client), the
-//! caller (the FUSE adapter) gives the kernel's lock owner. The meta role
+//! Locks are held by `(client, owner)`: [`Client::lock_client_id`] is the
+//! client id this client's connections authenticate with (one per
+//! connection pool, so give each client its own [`crate::Cluster`] when
+//! their locks must conflict), and the meta role keys the locks by that
+//! authenticated id, not by what a request says; the caller (the FUSE
+//! adapter) gives the kernel's lock owner. The meta role
 //! of the inode's shard keeps them, so every client of the file system
 //! sees the same locks.
 //!
@@ -14,9 +17,6 @@
 //! Punching a hole deletes the chunks of the whole blocks inside it and
 //! writes zeros over the partial blocks at its edges; zeroing a range
 //! writes zeros.
-
-use std::hash::{BuildHasher, Hasher};
-use std::sync::OnceLock;
 
 use bytes::Bytes;
 use weft_proto::msg::MetaRequest;
@@ -44,22 +44,6 @@ pub enum Allocate {
     /// `FALLOC_FL_ZERO_RANGE`: the range reads as zeros; the size grows to
     /// cover it unless `keep_size`.
     ZeroRange { keep_size: bool },
-}
-
-/// A random number per process, mixed into every client's lock identity.
-fn process_nonce() -> u64 {
-    static NONCE: OnceLock<u64> = OnceLock::new();
-    *NONCE.get_or_init(|| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default(),
-        );
-        h.finish()
-    })
 }
 
 fn check_name(name: &[u8]) -> Result<(), ClientError> {
@@ -112,12 +96,10 @@ impl Client {
         .await
     }
 
-    /// This client's part of a lock holder's identity.
+    /// This client's part of a lock holder's identity: the id its
+    /// connections authenticate with.
     pub fn lock_client_id(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        h.write_u64(process_nonce());
-        h.write_usize(self as *const Client as usize);
-        h.finish()
+        self.cluster().pool().client_id()
     }
 
     async fn lock_call(

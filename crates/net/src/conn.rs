@@ -40,6 +40,7 @@ impl Conn {
         secret: &Secret,
         name: &str,
         join: Option<&JoinClaim>,
+        client_id: u64,
     ) -> Result<Conn, NetError> {
         let mut stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
         {
@@ -55,7 +56,7 @@ impl Conn {
         let _ = stream.set_nodelay(true);
         match tokio::time::timeout(
             CONNECT_TIMEOUT,
-            handshake::client(&mut stream, secret, name, addr, join),
+            handshake::client(&mut stream, secret, name, addr, join, client_id),
         )
         .await
         {
@@ -181,6 +182,8 @@ pub struct Peer {
     timeout: Duration,
     /// Requests go through this transport instead of TCP (a simulator).
     via: Option<Arc<dyn Transport>>,
+    /// The client this peer's connections speak for.
+    client_id: u64,
 }
 
 impl Peer {
@@ -197,6 +200,7 @@ impl Peer {
             join: None,
             timeout: REQUEST_TIMEOUT,
             via: None,
+            client_id: rand::random(),
         }
     }
 
@@ -223,6 +227,7 @@ impl Peer {
             join: None,
             timeout: REQUEST_TIMEOUT,
             via: None,
+            client_id: rand::random(),
         }
     }
 
@@ -237,12 +242,13 @@ impl Peer {
             source,
         };
         check_fits(&req, data.len()).map_err(too_big)?;
+        let from = self.client_id;
         let (resp, data) = if handler.is_quick(&req) {
             // Cheaper than two thread hand-offs.
-            handler.handle(req, data)
+            handler.handle_from(from, req, data)
         } else {
             let handler = handler.clone();
-            tokio::task::spawn_blocking(move || handler.handle(req, data))
+            tokio::task::spawn_blocking(move || handler.handle_from(from, req, data))
                 .await
                 .map_err(|e| closed(&self.addr, &format!("local request handler failed: {e}")))?
         };
@@ -265,8 +271,16 @@ impl Peer {
                 return Ok(c.clone());
             }
         }
-        let c =
-            Arc::new(Conn::open(&self.addr, &self.secret, &self.name, self.join.as_ref()).await?);
+        let c = Arc::new(
+            Conn::open(
+                &self.addr,
+                &self.secret,
+                &self.name,
+                self.join.as_ref(),
+                self.client_id,
+            )
+            .await?,
+        );
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -300,6 +314,8 @@ pub struct Pool {
     connections: usize,
     timeout: Duration,
     via: Option<Arc<dyn Transport>>,
+    /// Every connection of this pool speaks for this client.
+    client_id: u64,
     peers: Mutex<HashMap<String, Arc<Peer>>>,
 }
 
@@ -311,7 +327,9 @@ impl Pool {
             Ok(p) => p,
             Err(poisoned) => poisoned.into_inner(),
         };
-        peers.insert(addr.to_string(), Arc::new(Peer::local(addr, handler)));
+        let mut p = Peer::local(addr, handler);
+        p.client_id = self.client_id;
+        peers.insert(addr.to_string(), Arc::new(p));
     }
 }
 
@@ -323,8 +341,15 @@ impl Pool {
             connections,
             timeout: REQUEST_TIMEOUT,
             via: None,
+            client_id: rand::random(),
             peers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The client every connection of this pool speaks for: servers key its
+    /// locks and opens by it.
+    pub fn client_id(&self) -> u64 {
+        self.client_id
     }
 
     /// A pool whose peers send every request through `transport` (other
@@ -352,6 +377,7 @@ impl Pool {
                 let mut p = Peer::new(addr, self.secret.clone(), &self.name, self.connections);
                 p.timeout = self.timeout;
                 p.via = self.via.clone();
+                p.client_id = self.client_id;
                 Arc::new(p)
             })
             .clone()

@@ -154,6 +154,7 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
     name: &str,
     addr: &str,
     join: Option<&JoinClaim>,
+    client_id: u64,
 ) -> Result<(), NetError> {
     let nonce_c: [u8; 32] = rand::random();
     let hello = Hello {
@@ -161,6 +162,7 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
         max_version: WIRE_VERSION,
         peer_name: name.to_string(),
         nonce: nonce_c,
+        client_id,
         join: join.cloned(),
     };
     write_frame(s, FrameKind::Handshake, 0, &hello, &[], addr).await?;
@@ -182,7 +184,7 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     let auth = Auth {
-        proof: proof(secret, b"weft-client", &nonce_s, &nonce_c),
+        proof: client_proof(secret, &nonce_s, &nonce_c, client_id),
     };
     write_frame(s, FrameKind::Handshake, 0, &auth, &[], addr).await?;
     match decode::<AuthReply>(&expect_handshake(s, addr).await?, addr)? {
@@ -194,13 +196,33 @@ pub(crate) async fn client<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Server side of the handshake; returns the peer's name and, for a node
-/// joining with a token, the claim it authenticated with.
+/// Who the server authenticated: the peer's name, the client it speaks for,
+/// and for a node joining with a token, the claim it proved.
+pub(crate) struct Authenticated {
+    pub name: String,
+    pub client_id: u64,
+    pub join: Option<JoinClaim>,
+}
+
+/// The client's proof: over both nonces and the client id it speaks for.
+fn client_proof(
+    secret: &Secret,
+    nonce_s: &[u8; 32],
+    nonce_c: &[u8; 32],
+    client_id: u64,
+) -> [u8; 32] {
+    mac(
+        &secret.0,
+        &[b"weft-client", nonce_s, nonce_c, &client_id.to_le_bytes()],
+    )
+}
+
+/// Server side of the handshake.
 pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     s: &mut S,
     secret: &Secret,
     addr: &str,
-) -> Result<(String, Option<JoinClaim>), NetError> {
+) -> Result<Authenticated, NetError> {
     let hello: Hello = decode(&expect_handshake(s, addr).await?, addr)?;
     let join_key;
     let secret = match &hello.join {
@@ -251,7 +273,9 @@ pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     };
     write_frame(s, FrameKind::Handshake, 0, &reply, &[], addr).await?;
     let auth: Auth = decode(&expect_handshake(s, addr).await?, addr)?;
-    if !verify_proof(secret, b"weft-client", &nonce_s, &hello.nonce, &auth.proof) {
+    let id = hello.client_id.to_le_bytes();
+    let parts: [&[u8]; 4] = [b"weft-client", &nonce_s, &hello.nonce, &id];
+    if !verify_mac(&secret.0, &parts, &auth.proof) {
         let reason = if hello.join.is_some() {
             "authentication failed: the join token is not one of this cluster's"
         } else {
@@ -264,7 +288,22 @@ pub(crate) async fn server<S: AsyncRead + AsyncWrite + Unpin>(
         return Err(NetError::Auth { addr: addr.into() });
     }
     write_frame(s, FrameKind::Handshake, 0, &AuthReply::Ok, &[], addr).await?;
-    Ok((hello.peer_name, hello.join))
+    Ok(Authenticated {
+        name: hello.peer_name,
+        client_id: hello.client_id,
+        join: hello.join,
+    })
+}
+
+/// Whether `given` is the HMAC-SHA256 of `parts` under `key` (constant time).
+fn verify_mac(key: &[u8; 32], parts: &[&[u8]], given: &[u8; 32]) -> bool {
+    let Ok(mut m) = <Hmac<Sha256> as Mac>::new_from_slice(key) else {
+        return false;
+    };
+    for p in parts {
+        m.update(p);
+    }
+    m.verify_slice(given).is_ok()
 }
 
 /// HMAC-SHA256 of `parts` under `key`.

@@ -19,6 +19,15 @@ use crate::Secret;
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes);
 
+    /// [`Handler::handle`] for a request that came from the client `from`
+    /// (authenticated by its connection, or this process's own client):
+    /// a handler that keys state by client uses `from`, not what the
+    /// request says.
+    fn handle_from(&self, from: u64, req: Request, data: Bytes) -> (Response, Bytes) {
+        let _ = from;
+        self.handle(req, data)
+    }
+
     /// Whether `req` is short and never waits on a disk, so that a caller in
     /// this process may run it on its own (async) thread instead of handing
     /// it to the blocking pool (see `Peer::local`).
@@ -72,7 +81,7 @@ async fn connection(
         handshake::server(&mut stream, secret, addr),
     )
     .await;
-    let (peer_name, join) = match hs {
+    let who = match hs {
         Ok(r) => r?,
         Err(_) => {
             return Err(crate::NetError::Handshake {
@@ -81,7 +90,12 @@ async fn connection(
             })
         }
     };
-    debug!(peer_name, "authenticated");
+    debug!(
+        peer_name = who.name,
+        client = who.client_id,
+        "authenticated"
+    );
+    let (join, from) = (who.join, who.client_id);
     let (mut rd, wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<(u64, Response, Bytes)>(MAX_IN_FLIGHT);
     let waddr = addr.to_string();
@@ -140,7 +154,8 @@ async fn connection(
         let id = frame.header.request_id;
         let data = frame.data;
         tokio::spawn(async move {
-            let out = tokio::task::spawn_blocking(move || handler.handle(req, data)).await;
+            let out =
+                tokio::task::spawn_blocking(move || handler.handle_from(from, req, data)).await;
             let (resp, data) = match out {
                 Ok(r) => r,
                 Err(e) => (

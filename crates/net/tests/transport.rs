@@ -208,6 +208,7 @@ async fn a_node_of_another_wire_version_is_refused_by_name() {
         max_version: old,
         peer_name: "old-node".into(),
         nonce: [1; 32],
+        client_id: 1,
         join: None,
     };
     let mut s = TcpStream::connect(&addr).await.unwrap();

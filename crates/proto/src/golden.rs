@@ -74,12 +74,13 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 max_version: 3,
                 peer_name: "node-a".into(),
                 nonce: bytes32(0x10),
+                client_id: 0x0123_4567_89ab_cdef,
                 join: Some(JoinClaim {
                     token_id: bytes16(0x80),
                     expires: 1_700_000_000,
                 }),
             }),
-            "0203066e6f64652d61101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f01808182838485868788898a8b8c8d8e8f80e2cfaa06",
+            "0203066e6f64652d61101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2fef9bafcdf8acd1910101808182838485868788898a8b8c8d8e8f80e2cfaa06",
         ),
         (
             "HelloReply::Accept",

@@ -19,6 +19,10 @@ pub struct Hello {
     /// Who is calling, for logs.
     pub peer_name: String,
     pub nonce: [u8; 32],
+    /// The client this connection speaks for (one per connection pool); the
+    /// client's proof covers it, and the server keys the client's locks and
+    /// opens by it, whatever a request says.
+    pub client_id: u64,
     /// Set by a node joining with a token: the connection authenticates with
     /// the key the token carries (derived from the cluster secret), and may
     /// only send [`QuorumRequest::Join`].

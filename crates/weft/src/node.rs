@@ -104,7 +104,60 @@ impl Node {
     }
 }
 
+/// `req` as made by the client `from`: every client id a metadata request
+/// carries (locks, opens, commits) is the one its connection authenticated.
+fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
+    use MetaRequest as M;
+    match req {
+        M::SetLock { ino, mut lock } => {
+            lock.client = from;
+            M::SetLock { ino, lock }
+        }
+        M::GetLock { ino, mut lock } => {
+            lock.client = from;
+            M::GetLock { ino, lock }
+        }
+        M::ReleaseLocks { ino, owner, .. } => M::ReleaseLocks {
+            ino,
+            client: from,
+            owner,
+        },
+        M::RenewLease { ino, .. } => M::RenewLease { ino, client: from },
+        M::Opened { ino, .. } => M::Opened { ino, client: from },
+        M::Closed { ino, .. } => M::Closed { ino, client: from },
+        M::SetAttr { ino, set, .. } => M::SetAttr {
+            ino,
+            set,
+            client: from,
+        },
+        M::Written {
+            ino,
+            end,
+            mtime,
+            allocated,
+            ..
+        } => M::Written {
+            ino,
+            end,
+            mtime,
+            allocated,
+            client: from,
+        },
+        other => other,
+    }
+}
+
 impl Handler for Node {
+    fn handle_from(&self, from: u64, req: Request, data: Bytes) -> (Response, Bytes) {
+        match req {
+            Request::Meta { fs, req, cred } => {
+                let req = as_client(req, from);
+                self.handle(Request::Meta { fs, req, cred }, data)
+            }
+            other => self.handle(other, data),
+        }
+    }
+
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes) {
         match req {
             Request::Nsd(r) => match self.nsd_server() {

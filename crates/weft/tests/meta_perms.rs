@@ -63,3 +63,80 @@ fn the_meta_role_refuses_what_the_callers_credentials_do_not_allow() {
     rt.shutdown_background();
     up.stop();
 }
+
+#[test]
+fn locks_belong_to_the_client_the_connection_authenticated() {
+    use std::os::unix::fs::MetadataExt;
+    use weft_proto::msg::{MetaRequest, Response};
+    use weft_proto::types::{ByteLock, LockKind, LockReply};
+    use weft_proto::Request;
+
+    let td = test_dir("lock-identity");
+    let mut up = WeftUp::start("lock-identity", td.path(), &[]);
+    std::fs::write(up.m("f"), b"x").unwrap();
+    let ino = std::fs::metadata(up.m("f")).unwrap().ino();
+    let run = std::fs::read_to_string(up.data.join("run/weft.addr")).unwrap();
+    let addr = run.lines().next().unwrap().to_string();
+    let secret = weft_net::Secret::load(&up.data.join("cluster.secret")).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let a = weft_net::Pool::new(secret.clone(), "client-a", 1);
+    let b = weft_net::Pool::new(secret, "client-b", 1);
+    let lock = |client, kind| ByteLock {
+        client,
+        owner: 7,
+        pid: 1,
+        kind,
+        start: 0,
+        end: 10,
+    };
+    let call = |pool: &weft_net::Pool, req| {
+        let peer = pool.peer(&addr);
+        rt.block_on(async move {
+            peer.call(
+                Request::Meta {
+                    fs: 1,
+                    req,
+                    cred: None,
+                },
+                bytes::Bytes::new(),
+            )
+            .await
+            .unwrap()
+            .0
+        })
+    };
+    // A takes a write lock, whatever client id its request names.
+    let got = call(
+        &a,
+        MetaRequest::SetLock {
+            ino,
+            lock: lock(12345, LockKind::Write),
+        },
+    );
+    assert_eq!(got, Response::Lock(LockReply::Granted));
+    // B names A's id to release it: the shard keys the request by B.
+    let forged = call(
+        &b,
+        MetaRequest::SetLock {
+            ino,
+            lock: lock(a.client_id(), LockKind::Unlock),
+        },
+    );
+    assert_eq!(forged, Response::Lock(LockReply::Granted));
+    match call(
+        &b,
+        MetaRequest::GetLock {
+            ino,
+            lock: lock(a.client_id(), LockKind::Write),
+        },
+    ) {
+        Response::Lock(LockReply::Conflict(holder)) => assert_eq!(holder.client, a.client_id()),
+        other => panic!("A's lock went: {other:?}"),
+    }
+    rt.shutdown_background();
+    up.stop();
+}

@@ -104,13 +104,19 @@ struct Served {
 
 struct Mount {
     handle: weft_fuse::MountHandle,
+    cluster: Arc<Cluster>,
 }
 
-/// The mounts this daemon serves (`weft mount` / `weft umount`).
+/// The mounts this daemon serves (`weft mount` / `weft umount`). Each mount
+/// has a cluster client of its own (its own connections, so its own client
+/// identity: locks between two mounts of one node conflict as between nodes).
 struct Mounts {
-    cluster: Arc<Cluster>,
+    secret: Secret,
+    handler: Arc<dyn Handler>,
     config: NodeConfig,
     rt: tokio::runtime::Handle,
+    /// The newest configuration this node has seen.
+    latest: Mutex<ClusterConfig>,
     mounts: Mutex<BTreeMap<String, (String, Mount)>>,
 }
 
@@ -128,8 +134,18 @@ impl Mounts {
                 "{path} is already a Weft mount of this node: `weft umount {path}` first"
             );
         }
+        let latest = match self.latest.lock() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let cluster = Cluster::from_config(
+            self.secret.clone(),
+            &format!("weft-mount-{}", self.config.node_id),
+            Some((&self.config.listen, self.handler.clone())),
+            latest,
+        );
         let client = Client::with_config(
-            self.cluster.clone(),
+            cluster.clone(),
             fs,
             ClientConfig {
                 pagepool: self.config.pagepool,
@@ -142,9 +158,23 @@ impl Mounts {
         };
         let handle = weft_fuse::mount(client, self.rt.clone(), std::path::Path::new(path), opts)?;
         info!(fs, path, "mounted");
-        self.lock()
-            .insert(path.to_string(), (fs.to_string(), Mount { handle }));
+        self.lock().insert(
+            path.to_string(),
+            (fs.to_string(), Mount { handle, cluster }),
+        );
         Ok(())
+    }
+
+    /// A newer configuration: for the mounts to come and the ones serving.
+    fn offer_config(&self, c: &ClusterConfig) {
+        match self.latest.lock() {
+            Ok(mut l) if c.epoch > l.epoch => *l = c.clone(),
+            Ok(_) => {}
+            Err(p) => *p.into_inner() = c.clone(),
+        }
+        for (_, m) in self.lock().values() {
+            m.cluster.offer_config(c);
+        }
     }
 
     fn unmount_all(&self) {
@@ -348,14 +378,10 @@ async fn serve_node(
             || "no quorum node answers and no configuration is kept from an earlier run",
         )?,
     };
-    let cluster = Cluster::from_config(
-        secret.clone(),
-        &name,
-        Some((&cfg.listen, handler.clone())),
-        config.clone(),
-    );
     let mounts = Arc::new(Mounts {
-        cluster: cluster.clone(),
+        secret: secret.clone(),
+        handler: handler.clone(),
+        latest: Mutex::new(config.clone()),
         config: cfg.clone(),
         rt: rt.clone(),
         mounts: Mutex::new(BTreeMap::new()),
@@ -382,6 +408,7 @@ async fn serve_node(
 
     let follow = {
         let node = node.clone();
+        let mounts_follow = mounts.clone();
         let manager = manager.clone();
         let pool = pool.clone();
         let cfg = cfg.clone();
@@ -434,7 +461,7 @@ async fn serve_node(
                 if let Ok(bytes) = serde_json::to_vec_pretty(&c) {
                     super::save_cache(&dir, &bytes);
                 }
-                cluster.offer_config(&c);
+                mounts_follow.offer_config(&c);
                 reconcile(
                     &node,
                     &mut served,
