@@ -4,7 +4,8 @@
 //! (1 GiB) through a mount on another node, striped over both NSD hosts; files
 //! created on one node are listed and stat'ed on another; the cluster
 //! manager is killed with SIGKILL and replaced; a partitioned quorum node
-//! refuses changes while the majority goes on, and converges after healing.
+//! refuses changes while the majority goes on, and converges after healing;
+//! a second file system mounts beside the first on one node.
 //! Bad input (tokens, a used data directory, stanzas) is refused clearly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -463,6 +464,46 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     });
     let disks = c.weft_ok(&q3, &["df", "fs1"]);
     assert!(disks.contains("nsd1"), "{disks}");
+
+    // A second file system on the NSD made during the partition, mounted
+    // beside the first on the same node.
+    c.weft_ok(
+        &cl,
+        &[
+            "fs",
+            "create",
+            "fs2",
+            "-F",
+            more.to_str().unwrap(),
+            "-B",
+            "256K",
+        ],
+    );
+    let m_fs2 = c.root.path().join("mnt-fs2");
+    std::fs::create_dir_all(&m_fs2).unwrap();
+    c.net.register_mount(&m_fs2);
+    let mut done = false;
+    wait_until(Duration::from_secs(30), "fs2 mounted", || {
+        done = done
+            || c.weft(&cl, &["mount", "fs2", m_fs2.to_str().unwrap()])
+                .status
+                .success();
+        done
+    });
+    std::fs::write(m_fs2.join("other"), b"second file system").unwrap();
+    assert_eq!(
+        std::fs::read(m_fs2.join("other")).unwrap(),
+        b"second file system"
+    );
+    assert!(
+        !m_cl.join("other").exists(),
+        "one namespace per file system"
+    );
+    assert_eq!(
+        std::fs::read(m_cl.join("cto")).unwrap(),
+        b"the second version"
+    );
+    c.weft_ok(&cl, &["umount", m_fs2.to_str().unwrap()]);
 
     for m in [&m_cl, &m_q2] {
         c.weft_ok(
