@@ -11,34 +11,16 @@ use weft_proto::msg::{MetaRequest, NsdRequest};
 use weft_proto::types::ChunkId;
 use weft_proto::{ErrorKind, RemoteError, Request, Response};
 
-/// Echoes chunk data back for nsd reads; refuses everything else.
-struct Echo;
-
-impl Handler for Echo {
-    fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes) {
-        match req {
-            Request::Nsd(NsdRequest::Write { offset, .. }) => (
-                Response::ChunkRead {
-                    chunk_len: offset,
-                    present: true,
-                },
-                data,
-            ),
-            _ => (
-                Response::Error(RemoteError::new(
-                    ErrorKind::NoService,
-                    "echo serves writes only",
-                )),
-                Bytes::new(),
-            ),
-        }
-    }
+/// Echoes chunk data back for nsd writes; refuses everything else (the
+/// transport conformance suite's handler).
+fn echo() -> Arc<dyn Handler> {
+    weft_net::conformance::suite_handler()
 }
 
 async fn start(secret: Secret) -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
-    tokio::spawn(serve(l, secret, Arc::new(Echo)));
+    tokio::spawn(serve(l, secret, echo()));
     addr
 }
 
@@ -95,7 +77,7 @@ async fn many_requests_in_flight_with_bulk_data() {
     assert!(matches!(
         err,
         NetError::Remote(RemoteError {
-            kind: ErrorKind::NoService,
+            kind: ErrorKind::Busy,
             ..
         })
     ));
@@ -148,7 +130,7 @@ async fn reconnects_after_the_server_restarts() {
     let secret = Secret::generate();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
-    let server = tokio::spawn(serve(l, secret.clone(), Arc::new(Echo)));
+    let server = tokio::spawn(serve(l, secret.clone(), echo()));
     let peer = Peer::new(&addr, secret.clone(), "test", 1);
     peer.call(write(1), Bytes::new()).await.unwrap();
     server.abort();
@@ -156,7 +138,7 @@ async fn reconnects_after_the_server_restarts() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(peer.call(write(1), Bytes::new()).await.is_err());
     let l = TcpListener::bind(&addr).await.unwrap();
-    tokio::spawn(serve(l, secret, Arc::new(Echo)));
+    tokio::spawn(serve(l, secret, echo()));
     peer.call(write(2), Bytes::new()).await.unwrap();
 }
 

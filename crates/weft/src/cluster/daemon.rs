@@ -222,7 +222,9 @@ impl NodeControl for Mounts {
     }
 }
 
-fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
+/// How `nsd` is opened: with the block size of the file system that uses it
+/// (the default block size while none does).
+pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
     let block_size = config
         .filesystems
         .iter()

@@ -12,7 +12,9 @@ use anyhow::{bail, Context, Result};
 use weft_client::{Client, ClientConfig, Cluster};
 use weft_meta::{MetaServer, MetaSpec};
 use weft_net::{serve, Handler, Secret};
-use weft_nsd::{NsdServer, NsdSpec};
+use weft_nsd::NsdServer;
+
+use crate::cluster::daemon::nsd_spec;
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
 use weft_quorum::{ConfigStore, FileStore};
@@ -221,21 +223,6 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
         failure_detection_time: checked.lock_lease_ms / 1000,
         port,
     })
-}
-
-fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
-    let block_size = config
-        .filesystems
-        .first()
-        .map(|f| f.block_size)
-        .unwrap_or(DEFAULT_BLOCK);
-    NsdSpec {
-        id: nsd.id,
-        name: nsd.name.clone(),
-        path: PathBuf::from(&nsd.device),
-        size: nsd.size,
-        block_size,
-    }
 }
 
 pub fn run(args: UpArgs) -> Result<()> {
