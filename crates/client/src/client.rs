@@ -1167,8 +1167,13 @@ impl Client {
     /// Frees an orphan: its chunks, then its inode. A file whose data is in
     /// the inode has no chunks (only a crash in the middle of moving its
     /// bytes out can leave one subblock behind, which then stays).
+    ///
+    /// The unlink that orphaned it is made durable first (the shard commits
+    /// in groups): a crash must not bring the name back over chunks already
+    /// deleted.
     async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
         if o.layout.stripe_width > 0 && !o.inline {
+            self.sync_metadata(o.ino).await?;
             let f = FileData {
                 ino: o.ino,
                 gen: o.gen,
