@@ -74,6 +74,7 @@ mod names;
 mod open;
 mod opens;
 mod ops;
+mod ordered;
 mod perm;
 mod schema;
 mod server;
@@ -85,5 +86,6 @@ mod sync;
 mod testutil;
 
 pub use error::MetaError;
+pub use ordered::{BarrierFailed, DataBarrier};
 pub use server::MetaServer;
 pub use spec::MetaSpec;

@@ -73,6 +73,12 @@ impl MetaServer {
         orphan.filter(|o| self.opens.is_unused(o.ino, Instant::now()))
     }
 
+    /// Installs the barrier durable commits wait for before they make new
+    /// file sizes durable (see `ordered`); without one, they do not wait.
+    pub fn set_data_barrier(&self, barrier: std::sync::Arc<dyn crate::DataBarrier>) {
+        self.flusher.order().set_hook(barrier);
+    }
+
     pub fn spec(&self) -> &MetaSpec {
         &self.spec
     }
@@ -293,9 +299,19 @@ impl MetaServer {
                 } else {
                     0
                 };
-                Response::Attr(
-                    self.write(|s| ops::written::written(s, ctx, ino, end, mtime, allocated))?,
-                )
+                // Data before size (see `ordered`).
+                let order = self.flusher.order();
+                let receipt = order.receive();
+                if self.spec.durable {
+                    order.barrier_now();
+                }
+                let attr = self.write(|s| {
+                    let a = ops::written::written(s, ctx, ino, end, mtime, allocated)?;
+                    receipt.publish();
+                    Ok(a)
+                })?;
+                drop(receipt);
+                Response::Attr(attr)
             }
             MetaRequest::Allocated { ino, delta } => {
                 Response::Attr(self.write(|s| ops::allocated::allocated(s, ctx, ino, delta))?)

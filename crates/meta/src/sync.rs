@@ -5,6 +5,8 @@
 //! system commits its journal: a crash of the daemon loses at most the
 //! operations of the last interval that nobody fsync'ed, and redb recovers
 //! to the last durable commit, so every operation stays all-or-nothing.
+//! A durable commit that covers new file sizes first waits for the NSDs to
+//! make the data under them durable (see `ordered`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -13,6 +15,7 @@ use std::time::Duration;
 use redb::{Database, Durability};
 
 use crate::fail::OpError;
+use crate::ordered::DataOrder;
 
 pub(crate) struct Flusher {
     state: Arc<Shared>,
@@ -24,26 +27,44 @@ struct Shared {
     dirty: AtomicBool,
     /// Serialises durable commits with each other.
     gate: Mutex<()>,
+    /// Data before size.
+    order: DataOrder,
     stop: Mutex<bool>,
     wake: Condvar,
 }
 
-/// Makes every commit so far durable with one empty durable commit.
-pub(crate) fn sync_now(db: &Database, dirty: &AtomicBool, gate: &Mutex<()>) -> Result<(), OpError> {
-    let _g = match gate.lock() {
+/// Makes every commit so far durable with one empty durable commit, after
+/// the data the commits cover; a periodic (not `forced`) one may be put
+/// off while files grow (see `ordered`).
+fn sync_now(db: &Database, st: &Shared, forced: bool) -> Result<(), OpError> {
+    let _g = match st.gate.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
     };
-    if !dirty.swap(false, Ordering::AcqRel) {
+    if !st.dirty.swap(false, Ordering::AcqRel) {
         return Ok(());
     }
-    let run = || -> Result<(), OpError> {
+    let commit = |check: &dyn Fn() -> bool| -> Result<bool, OpError> {
         let mut txn = db.begin_write()?;
+        if !check() {
+            txn.abort()?;
+            return Ok(false);
+        }
         txn.set_durability(Durability::Immediate)?;
         txn.commit()?;
-        Ok(())
+        Ok(true)
     };
-    run().inspect_err(|_| dirty.store(true, Ordering::Release))
+    match st.order.durable_commit(commit, forced) {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            st.dirty.store(true, Ordering::Release);
+            Ok(())
+        }
+        Err(e) => {
+            st.dirty.store(true, Ordering::Release);
+            Err(e)
+        }
+    }
 }
 
 impl Flusher {
@@ -52,6 +73,7 @@ impl Flusher {
         let state = Arc::new(Shared {
             dirty: AtomicBool::new(false),
             gate: Mutex::new(()),
+            order: DataOrder::default(),
             stop: Mutex::new(false),
             wake: Condvar::new(),
         });
@@ -69,7 +91,8 @@ impl Flusher {
                         Err(_) => true,
                     };
                     let Some(db) = db.upgrade() else { return };
-                    if let Err(e) = sync_now(&db, &st.dirty, &st.gate) {
+                    // The last one, at close, is not put off.
+                    if let Err(e) = sync_now(&db, &st, stopped) {
                         tracing::error!(error = %e, "periodic metadata commit failed");
                     }
                     if stopped {
@@ -89,7 +112,12 @@ impl Flusher {
     }
 
     pub fn sync(&self, db: &Database) -> Result<(), OpError> {
-        sync_now(db, &self.state.dirty, &self.state.gate)
+        sync_now(db, &self.state, true)
+    }
+
+    /// The data-before-size state of this shard's commits.
+    pub fn order(&self) -> &DataOrder {
+        &self.state.order
     }
 }
 

@@ -49,6 +49,12 @@ pub trait ChunkStore: Send + Sync {
     ) -> Result<i64, RequestError>;
     /// Makes every chunk of the file durable.
     fn sync_file(&self, fs: FsId, ino: Ino, gen: u64) -> Result<(), RequestError>;
+    /// Makes every write acknowledged so far durable (see `ops::barrier`).
+    fn barrier(&self) -> Result<(), RequestError>;
+    /// What recovery did when the store was opened.
+    fn recovered(&self) -> crate::RecoveryReport {
+        crate::RecoveryReport::default()
+    }
     /// (block, length) of every chunk of the file, in block order.
     fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError>;
     /// Usage; `sharing` NSDs share the underlying device's free space.
@@ -63,6 +69,14 @@ pub trait ChunkStore: Send + Sync {
 impl ChunkStore for crate::Store {
     fn id(&self) -> NsdId {
         crate::Store::id(self)
+    }
+
+    fn barrier(&self) -> Result<(), RequestError> {
+        crate::Store::barrier(self)
+    }
+
+    fn recovered(&self) -> crate::RecoveryReport {
+        crate::Store::recovered(self)
     }
     fn write(
         &self,

@@ -62,7 +62,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("truncate_and_delete", truncate_and_delete),
     ("delete_from_and_list", delete_from_and_list),
     ("allocate_keeps_data", allocate_keeps_data),
-    ("sync_and_usage", sync_and_usage),
+    ("sync_barrier_and_usage", sync_barrier_and_usage),
 ];
 
 fn round_trip_and_absent_chunks(s: &dyn ChunkStore) -> Result<(), String> {
@@ -195,7 +195,7 @@ fn allocate_keeps_data(s: &dyn ChunkStore) -> Result<(), String> {
     )
 }
 
-fn sync_and_usage(s: &dyn ChunkStore) -> Result<(), String> {
+fn sync_barrier_and_usage(s: &dyn ChunkStore) -> Result<(), String> {
     let before = s.stat(1);
     let c = chunk(7, 0);
     let synced = WriteMode {
@@ -206,6 +206,14 @@ fn sync_and_usage(s: &dyn ChunkStore) -> Result<(), String> {
         .write(&c, 0, &pattern(7, 5000), synced)
         .map_err(|e| fail("synced write", e))?;
     s.sync_file(1, 7, 1).map_err(|e| fail("sync", e))?;
+    s.write(&c, 100, &[9; 10], PLAIN)
+        .map_err(|e| fail("write in place", e))?;
+    s.barrier().map_err(|e| fail("barrier", e))?;
+    s.barrier()
+        .map_err(|e| fail("barrier with nothing new", e))?;
+    let mut want = pattern(7, 5000);
+    want[100..110].fill(9);
+    expect("a barrier changes no data", read_all(s, &c)? == Some(want))?;
     let after = s.stat(1);
     expect(
         "usage counts the new chunk",

@@ -15,6 +15,10 @@
 //! <nsd>/chunks/<fs>/<xx>/<ino:016x>.<gen>/<block>  one chunk file
 //! <nsd>/chunks/<fs>/<xx>/<ino:016x>.<gen>/.tmp.<block>.<n>
 //!                                                  a write in progress
+//! <nsd>/intents/<epoch>                            chunks changed in place since
+//!                                                  the last barrier (`intents`)
+//! <nsd>/damaged/<fs>.<ino:016x>.<gen>.<block>.<t>  chunk files a crash tore at
+//!                                                  creation, set aside at open
 //! ```
 //!
 //! `xx` is `ino % 256` in two hex digits, so no directory grows with the
@@ -45,11 +49,26 @@
 //!
 //! A write that creates a chunk, or covers all of it from offset 0, fills a
 //! temporary file in the chunk's directory and renames it over the chunk, so
-//! a crash leaves the old chunk or the new one. Any other write verifies the
-//! old pieces it only partly covers, writes its bytes in place and then the
-//! new header; a crash in between leaves a chunk whose checksum fails (a
-//! replica to rebuild), never wrong bytes served. With `sync` the file, and
-//! every directory the write changed, is fsynced before the answer.
+//! a crash leaves the old chunk or the new one (over an old chunk, the new
+//! file's data is made durable before the rename, for power cuts too). Any other write
+//! first names the chunk in the intent log (durably, once per epoch), then
+//! verifies the old pieces it only partly covers, writes its bytes in place
+//! and then the new header. With `sync` the file, and every directory the
+//! write changed, is fsynced before the answer.
+//!
+//! # Power loss
+//!
+//! Without `sync`, an acknowledged write may still be in the host's page
+//! cache. A `Barrier` request makes every acknowledged write durable
+//! (`syncfs`, shared by the barriers that wait together); the metadata
+//! shard asks for one before it makes new file sizes durable, so no size
+//! outlives the data under it. At open, chunks named in the intent log are
+//! re-checksummed from the bytes they hold (an in-place write cut by a power
+//! loss reads as old or new data page by page, never as a checksum error),
+//! and chunk files whose data never reached the disk (shorter than their
+//! header says) are set aside in `damaged/` and read as holes; the
+//! [`RecoveryReport`] says how many. A checksum that fails on a complete
+//! chunk outside the log is real damage: reads report it.
 //!
 //! Requests on one chunk are serialised by a striped lock table; requests on
 //! different chunks run in parallel.
@@ -69,10 +88,12 @@ mod chunk_file;
 mod chunk_store;
 pub mod conformance;
 mod error;
+mod intents;
 mod label;
 mod locks;
 mod ops;
 mod paths;
+mod recover;
 mod scan;
 mod server;
 mod spec;
@@ -87,6 +108,7 @@ pub use error::{ChunkRef, NsdError, NsdRef, RequestError};
 pub use label::{format_nsd, read_label, NsdLabel};
 pub use ops::read::ChunkRead;
 pub use ops::write::WriteMode;
+pub use recover::RecoveryReport;
 pub use server::NsdServer;
 pub use spec::NsdSpec;
 pub use store::Store;

@@ -42,6 +42,16 @@ impl Paths {
         &self.root
     }
 
+    /// Where chunk files torn at creation are set aside (beside `chunks/`).
+    pub fn damaged(&self) -> PathBuf {
+        self.root.with_file_name(crate::recover::DAMAGED_DIR)
+    }
+
+    /// The NSD's directory (holding `chunks/`).
+    pub fn nsd_root(&self) -> &Path {
+        self.root.parent().unwrap_or(&self.root)
+    }
+
     pub fn fs_dir(&self, fs: FsId) -> PathBuf {
         self.root.join(fs.to_string())
     }

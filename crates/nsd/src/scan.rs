@@ -1,5 +1,6 @@
 //! Rebuilds an NSD's space accounting at open by reading every chunk header,
-//! and removes temporary files left by writes a crash interrupted.
+//! removes temporary files left by writes a crash interrupted, and sets
+//! aside chunk files a crash tore at creation (see `recover`).
 
 use std::fs;
 use std::io;
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::chunk_file::{self, ChunkIoError};
 use crate::error::NsdError;
 use crate::paths::{parse_decimal, parse_entry, parse_file_dir, Entry, Paths};
+use crate::recover;
 use crate::usage::Usage;
 
 /// What the scan found besides healthy chunks.
@@ -16,6 +18,8 @@ pub struct ScanReport {
     /// Chunks whose header is damaged; accounted by their file length.
     pub damaged: u64,
     pub tmp_removed: u64,
+    /// Chunk files torn at creation, moved to `damaged/`.
+    pub torn: u64,
 }
 
 pub fn rebuild(paths: &Paths, usage: &Usage, block_size: u32) -> Result<ScanReport, NsdError> {
@@ -25,7 +29,7 @@ pub fn rebuild(paths: &Paths, usage: &Usage, block_size: u32) -> Result<ScanRepo
             n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit())
         })? {
             for file_dir in subdirs(&hash_dir, |n| parse_file_dir(n).is_some())? {
-                scan_file_dir(&file_dir, usage, block_size, &mut report)?;
+                scan_file_dir(paths, &file_dir, usage, block_size, &mut report)?;
             }
         }
     }
@@ -33,6 +37,7 @@ pub fn rebuild(paths: &Paths, usage: &Usage, block_size: u32) -> Result<ScanRepo
 }
 
 fn scan_file_dir(
+    paths: &Paths,
     dir: &Path,
     usage: &Usage,
     block_size: u32,
@@ -43,8 +48,18 @@ fn scan_file_dir(
             Entry::Chunk(_) => {
                 let file = fs::File::open(&path).map_err(|e| NsdError::io(&path, "open", e))?;
                 if let Err(e) = chunk_file::load(&file) {
-                    if let ChunkIoError::Io { op, source } = e {
-                        return Err(NsdError::io(&path, op, source));
+                    match e {
+                        ChunkIoError::Io { op, source } => {
+                            return Err(NsdError::io(&path, op, source))
+                        }
+                        ChunkIoError::Format(f) if recover::torn_at_creation(&f) => {
+                            let name = set_aside_name(paths, &path);
+                            recover::set_aside(&path, &paths.damaged(), &name)
+                                .map_err(|e| NsdError::io(&path, "set aside", e))?;
+                            report.torn += 1;
+                            continue;
+                        }
+                        _ => {}
                     }
                     report.damaged += 1;
                     tracing::error!(path = %path.display(), error = ?e, "damaged chunk found at open");
@@ -63,6 +78,17 @@ fn scan_file_dir(
         }
     }
     Ok(())
+}
+
+/// `fs.inode.gen.block` of a chunk file, from its place in the tree.
+fn set_aside_name(paths: &Paths, path: &Path) -> String {
+    // The tree is fs/xx/inode.gen/block; xx only spreads directories.
+    let rel = path.strip_prefix(paths.root()).unwrap_or(path);
+    let parts: Vec<_> = rel.iter().map(|c| c.to_string_lossy()).collect();
+    match &parts[..] {
+        [fs, _, file, block] => format!("{fs}.{file}.{block}"),
+        _ => parts.join("."),
+    }
 }
 
 fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, NsdError> {

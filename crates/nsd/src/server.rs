@@ -38,6 +38,14 @@ impl NsdServer {
             .collect()
     }
 
+    /// What recovery did at open, per NSD (id, report).
+    pub fn recovered(&self) -> Vec<(NsdId, crate::RecoveryReport)> {
+        self.stores
+            .iter()
+            .map(|s| (s.id(), s.recovered()))
+            .collect()
+    }
+
     /// Opens every NSD: checks its label (format version, cluster id, NSD id)
     /// and scans its chunk headers to rebuild the usage accounting.
     pub fn open(specs: Vec<NsdSpec>, cluster_id: &str) -> Result<NsdServer, NsdError> {
@@ -198,6 +206,12 @@ impl NsdServer {
             NsdRequest::Allocate { nsd, chunk, len } => {
                 self.store(nsd)?.allocate(&chunk, len).map(allocated)
             }
+            NsdRequest::Barrier { nsds } => {
+                for nsd in nsds {
+                    self.store(nsd)?.barrier()?;
+                }
+                Ok(unit())
+            }
         }
     }
 }
@@ -212,6 +226,7 @@ fn op_name(req: &NsdRequest) -> &'static str {
         NsdRequest::Stats => "stats",
         NsdRequest::ListChunks { .. } => "list_chunks",
         NsdRequest::Allocate { .. } => "allocate",
+        NsdRequest::Barrier { .. } => "barrier",
     }
 }
 
@@ -226,7 +241,7 @@ fn target_of(req: &NsdRequest) -> (Option<Ino>, Option<u64>) {
             ino, from_block, ..
         } => (Some(*ino), Some(*from_block)),
         NsdRequest::Sync { ino, .. } | NsdRequest::ListChunks { ino, .. } => (Some(*ino), None),
-        NsdRequest::Stats => (None, None),
+        NsdRequest::Stats | NsdRequest::Barrier { .. } => (None, None),
     }
 }
 
@@ -239,7 +254,7 @@ fn nsd_of(req: &NsdRequest) -> Option<NsdId> {
         | NsdRequest::Sync { nsd, .. }
         | NsdRequest::ListChunks { nsd, .. }
         | NsdRequest::Allocate { nsd, .. } => Some(*nsd),
-        NsdRequest::Stats => None,
+        NsdRequest::Stats | NsdRequest::Barrier { .. } => None,
     }
 }
 

@@ -5,6 +5,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
 
 use weft_proto::layout::subblock_size;
 use weft_proto::msg::NsdStat;
@@ -12,9 +13,11 @@ use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
 
 use crate::chunk_file::ChunkIoError;
 use crate::error::{ChunkRef, NsdError, NsdRef, RequestError};
+use crate::intents::{IntentLog, INTENTS_DIR};
 use crate::label::{check_label, sync_dir};
 use crate::locks::{DirLocks, LockTable};
 use crate::paths::Paths;
+use crate::recover::{self, RecoveryReport};
 use crate::scan;
 use crate::spec::NsdSpec;
 use crate::statvfs;
@@ -30,6 +33,22 @@ pub struct Store {
     pub(crate) dir_locks: DirLocks,
     /// Makes temporary file names unique within this process.
     pub(crate) tmp_seq: AtomicU64,
+    /// Chunks changed in place since the last barrier.
+    pub(crate) intents: IntentLog,
+    pub(crate) barrier: BarrierState,
+    /// What recovery did at open.
+    pub(crate) recovered: RecoveryReport,
+}
+
+/// Group commit of barriers (see `ops::barrier`).
+#[derive(Default)]
+pub(crate) struct BarrierState {
+    /// Barriers asked for so far.
+    pub asked: AtomicU64,
+    /// Barriers covered by a completed sync.
+    pub done: AtomicU64,
+    /// One sync at a time.
+    pub gate: Mutex<()>,
 }
 
 impl Store {
@@ -41,7 +60,33 @@ impl Store {
         fs::create_dir_all(paths.root())
             .map_err(|e| NsdError::io(paths.root(), "create directory", e))?;
         let usage = Usage::new(spec.size, spec.block_size);
+        let intents_dir = spec.path.join(INTENTS_DIR);
+        let (intents, named) = IntentLog::open(&spec.path)
+            .map_err(|e| NsdError::io(&intents_dir, "read the intent log in", e))?;
+        let mut recovered = RecoveryReport::default();
+        for c in &named {
+            let path = paths.chunk(c);
+            recovered.rechecked += 1;
+            if recover::recheck(&path, spec.block_size)
+                .map_err(|e| NsdError::io(&path, "recover", e))?
+            {
+                recovered.rewritten += 1;
+            }
+        }
         let report = scan::rebuild(&paths, &usage, spec.block_size)?;
+        recovered.torn = report.torn;
+        intents
+            .clear()
+            .map_err(|e| NsdError::io(&intents_dir, "clear the intent log in", e))?;
+        if !recovered.is_clean() {
+            tracing::warn!(
+                nsd = %spec.name,
+                rechecked = recovered.rechecked,
+                rewritten = recovered.rewritten,
+                torn_set_aside = recovered.torn,
+                "NSD recovered from an unclean stop"
+            );
+        }
         let totals = usage.totals();
         tracing::info!(
             nsd = %spec.name,
@@ -65,11 +110,19 @@ impl Store {
             locks: LockTable::new(),
             dir_locks: DirLocks::new(),
             tmp_seq: AtomicU64::new(0),
+            intents,
+            barrier: BarrierState::default(),
+            recovered,
         })
     }
 
     pub fn id(&self) -> NsdId {
         self.spec.id
+    }
+
+    /// What recovery did when this NSD was opened.
+    pub fn recovered(&self) -> RecoveryReport {
+        self.recovered
     }
 
     pub fn chunk_path(&self, c: &ChunkId) -> PathBuf {

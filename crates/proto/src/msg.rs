@@ -161,6 +161,9 @@ pub enum NsdRequest {
         chunk: ChunkId,
         len: u32,
     },
+    /// Makes every write these NSDs acknowledged before it durable (the
+    /// metadata shard asks before it makes new file sizes durable).
+    Barrier { nsds: Vec<NsdId> },
 }
 
 /// Requests to the meta role. Names are raw bytes (Linux file names).

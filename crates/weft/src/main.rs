@@ -3,6 +3,7 @@
 //! cluster through the wire protocol, as GPFS `mm*` commands do.
 
 mod admin;
+mod barrier;
 mod cluster;
 mod cmd;
 mod datadir;

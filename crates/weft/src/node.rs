@@ -189,7 +189,9 @@ impl Handler for Node {
         match req {
             Request::Meta { fs, req, .. } => {
                 self.meta_server(*fs).is_some_and(|m| !m.spec().durable)
-                    && !matches!(req, MetaRequest::Sync { .. })
+                    // Both may wait for a data barrier, which needs the
+                    // runtime's threads to reach the NSDs.
+                    && !matches!(req, MetaRequest::Sync { .. } | MetaRequest::Written { .. })
             }
             _ => false,
         }

@@ -4,6 +4,7 @@
 //! its whole duration, so requests on one chunk never interleave.
 
 mod allocate;
+mod barrier;
 mod delete_from;
 mod list_chunks;
 pub(crate) mod read;

@@ -37,6 +37,10 @@ impl Store {
         }
         let new = plan_truncate(old, len, |p| chunk_file::read_piece(&file, old, p))
             .map_err(|e| self.chunk_error(c, &path, e))?;
+        let _logged = self
+            .intents
+            .change(c)
+            .map_err(|e| self.io("log the change of", &path, e))?;
         // Header first: a crash before the cut leaves a longer file, which is
         // harmless; the other order would leave a header promising lost bytes.
         file.write_all_at(&new.encode(), 0)

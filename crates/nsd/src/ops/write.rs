@@ -1,9 +1,12 @@
 //! `Write`: data at an offset inside one chunk, creating it.
 //!
 //! A write that creates the chunk, or covers all of it from offset 0, builds a
-//! new file beside it and renames it over the old one (atomic). Any other
-//! write changes the file in place: it verifies the old pieces it only partly
-//! covers, writes the data, then the new header.
+//! new file beside it and renames it over the old one (atomic; when there is
+//! an old one, the new file's data is made durable first, so a power cut
+//! leaves one of the two). Any other
+//! write changes the file in place: it names the chunk in the intent log
+//! (durably, once per epoch), verifies the old pieces it only partly covers,
+//! writes the data, then the new header.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -97,6 +100,11 @@ impl Store {
             .tmp(c, self.tmp_seq.fetch_add(1, Ordering::Relaxed));
         let placed = self.create_tmp(c, &tmp).and_then(|(file, created)| {
             self.fill(&file, &tmp, &header, offset, data, mode)?;
+            if old.is_some() && !mode.sync {
+                // The rename must not reach the disk before the new bytes:
+                // a power cut would leave neither the old chunk nor the new.
+                file.sync_data().map_err(|e| self.io("sync", &tmp, e))?;
+            }
             fs::rename(&tmp, path).map_err(|e| self.io("rename into", path, e))?;
             Ok(created)
         });
@@ -184,6 +192,10 @@ impl Store {
         let old = &loaded.header;
         let new = plan_write(old, offset, data, |p| chunk_file::read_piece(file, old, p))
             .map_err(|e| self.chunk_error(c, path, e))?;
+        let _logged = self
+            .intents
+            .change(c)
+            .map_err(|e| self.io("log the change of", path, e))?;
         self.reserve(Some(old.len), Some(new.len))?;
         let io = || -> io::Result<()> {
             let old_end = HEADER_LEN as u64 + u64::from(old.len);

@@ -63,8 +63,11 @@ fn a_corrupt_piece_fails_only_its_reads() {
 }
 
 /// Damages the chunk file in `how`, then checks every request on it fails
-/// with `Io` (or succeeds where it need not read), never panics.
-fn check_damaged(how: impl Fn(&PathBuf)) {
+/// with `Io` (or succeeds where it need not read), never panics; then that
+/// a reopen keeps it (damage a replica must repair) or, for the shapes a
+/// crash leaves when a new chunk's data never reached the disk, sets it
+/// aside as a hole.
+fn check_damaged(how: impl Fn(&PathBuf), torn_at_creation: bool) {
     let e = env();
     let c = chunk(8, 1);
     e.write_ok(1, c, 0, &pattern(8, 2 * PIECE + 10));
@@ -80,9 +83,29 @@ fn check_damaged(how: impl Fn(&PathBuf)) {
     );
     assert_eq!(error_of(e.write(1, c, 5, &[1])).kind, ErrorKind::Io);
     assert_eq!(error_of(e.truncate(1, c, 5)).kind, ErrorKind::Io);
-    // Stats and reopen still work; the damaged chunk still counts.
     let mut e = e;
     e.reopen();
+    let nsd1 = e.specs.iter().find(|s| s.id == 1).unwrap();
+    let damaged_dir = nsd1.path.join("damaged");
+    if torn_at_creation {
+        // Set aside, not deleted: a hole now, its bytes kept for a look.
+        assert_eq!(e.read_all(1, c), None);
+        assert_eq!(e.stat(1).chunks, 0);
+        assert_eq!(e.stat(1).used, 0);
+        let kept: Vec<_> = std::fs::read_dir(&damaged_dir).unwrap().collect();
+        assert_eq!(kept.len(), 1);
+        let name = kept[0].as_ref().unwrap().file_name();
+        assert!(
+            name.to_string_lossy()
+                .starts_with("1.0000000000000008.1.1."),
+            "{name:?}"
+        );
+        let report = e.server.recovered();
+        assert_eq!(report, vec![(1, torn(1)), (2, torn(0))]);
+        return;
+    }
+    // Stats and reopen still work; the damaged chunk still counts.
+    assert!(!damaged_dir.exists());
     assert_eq!(e.stat(1).chunks, 1);
     assert!(e.stat(1).used <= used);
     // A whole block replaces it.
@@ -99,46 +122,65 @@ fn check_damaged(how: impl Fn(&PathBuf)) {
     assert_eq!(e.stat(1).chunks, 0);
 }
 
+fn torn(n: u64) -> weft_nsd::RecoveryReport {
+    weft_nsd::RecoveryReport {
+        torn: n,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_bad_header_checksum_is_io() {
-    check_damaged(|p| flip_byte(p, 20));
+    check_damaged(|p| flip_byte(p, 20), false);
 }
 
 #[test]
 fn a_bad_magic_is_io() {
-    check_damaged(|p| flip_byte(p, 0));
+    check_damaged(|p| flip_byte(p, 0), false);
 }
 
 #[test]
 fn a_bad_version_is_io() {
-    check_damaged(|p| {
-        let f = OpenOptions::new().write(true).open(p).unwrap();
-        f.write_all_at(&99u32.to_le_bytes(), 4).unwrap();
-    });
+    check_damaged(
+        |p| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.write_all_at(&99u32.to_le_bytes(), 4).unwrap();
+        },
+        false,
+    );
 }
 
 #[test]
 fn a_truncated_data_area_is_io() {
-    check_damaged(|p| {
-        let f = OpenOptions::new().write(true).open(p).unwrap();
-        f.set_len(HEADER_LEN as u64 + 100).unwrap();
-    });
+    check_damaged(
+        |p| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(HEADER_LEN as u64 + 100).unwrap();
+        },
+        true,
+    );
 }
 
 #[test]
 fn a_file_shorter_than_its_header_is_io() {
-    check_damaged(|p| {
-        let f = OpenOptions::new().write(true).open(p).unwrap();
-        f.set_len(10).unwrap();
-    });
+    check_damaged(
+        |p| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(10).unwrap();
+        },
+        true,
+    );
 }
 
 #[test]
 fn an_empty_file_is_io() {
-    check_damaged(|p| {
-        let f = OpenOptions::new().write(true).open(p).unwrap();
-        f.set_len(0).unwrap();
-    });
+    check_damaged(
+        |p| {
+            let f = OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(0).unwrap();
+        },
+        true,
+    );
 }
 
 #[test]

@@ -8,5 +8,6 @@ mod corruption;
 mod labels;
 mod model;
 mod nospace;
+mod recovery;
 mod reopen;
 mod roundtrip;

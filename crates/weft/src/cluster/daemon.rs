@@ -134,10 +134,7 @@ impl Mounts {
                 "{path} is already a Weft mount of this node: `weft umount {path}` first"
             );
         }
-        let latest = match self.latest.lock() {
-            Ok(c) => c.clone(),
-            Err(p) => p.into_inner().clone(),
-        };
+        let latest = self.latest();
         let cluster = Cluster::from_config(
             self.secret.clone(),
             &format!("weft-mount-{}", self.config.node_id),
@@ -163,6 +160,14 @@ impl Mounts {
             (fs.to_string(), Mount { handle, cluster }),
         );
         Ok(())
+    }
+
+    /// The newest configuration this node has seen.
+    fn latest(&self) -> ClusterConfig {
+        match self.latest.lock() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 
     /// A newer configuration: for the mounts to come and the ones serving.
@@ -244,6 +249,9 @@ pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo
     }
 }
 
+/// Makes the data barrier of a file system's metadata shard.
+type BarrierFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarrier> + Send + Sync;
+
 /// Opens the meta shards and NSDs the configuration places on this node.
 fn reconcile(
     node: &Node,
@@ -252,6 +260,7 @@ fn reconcile(
     me: u32,
     cfg: &ClusterConfig,
     lock_lease_ms: u64,
+    barrier: &BarrierFor,
 ) {
     for fs in &cfg.filesystems {
         if served.meta.contains(&fs.id) || !fs.shards.iter().any(|s| s.node == me) {
@@ -266,6 +275,7 @@ fn reconcile(
         }
         match MetaServer::open(&dir.meta(&fs.name, 0), spec) {
             Ok(m) => {
+                m.set_data_barrier(barrier(fs.id));
                 node.add_meta(fs.id, m);
                 served.meta.insert(fs.id);
                 info!(fs = %fs.name, "serving metadata shard 0");
@@ -389,6 +399,21 @@ async fn serve_node(
         mounts: Mutex::new(BTreeMap::new()),
     });
     node.set_control(mounts.clone());
+    let barrier: Arc<BarrierFor> = {
+        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-barrier"), 1));
+        pool.set_local(&cfg.listen, handler.clone());
+        let mounts = mounts.clone();
+        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
+        let rt = rt.clone();
+        Arc::new(move |fs| {
+            Arc::new(crate::barrier::NsdBarrier::new(
+                fs,
+                pool.clone(),
+                config.clone(),
+                rt.clone(),
+            )) as Arc<dyn weft_meta::DataBarrier>
+        })
+    };
     let mut served = Served::default();
     reconcile(
         &node,
@@ -397,6 +422,7 @@ async fn serve_node(
         cfg.node_id,
         &config,
         cfg.failure_detection_time * 1000,
+        barrier.as_ref(),
     );
     println!(
         "weft: node {} ({}) of cluster {} listening on {} (roles: {})",
@@ -471,6 +497,7 @@ async fn serve_node(
                     cfg.node_id,
                     &c,
                     cfg.failure_detection_time * 1000,
+                    barrier.as_ref(),
                 );
             }
         })

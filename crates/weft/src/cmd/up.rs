@@ -11,9 +11,10 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use weft_client::{Client, ClientConfig, Cluster};
 use weft_meta::{MetaServer, MetaSpec};
-use weft_net::{serve, Handler, Secret};
+use weft_net::{serve, Handler, Pool, Secret};
 use weft_nsd::NsdServer;
 
+use crate::barrier::NsdBarrier;
 use crate::cluster::daemon::nsd_spec;
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
@@ -322,16 +323,29 @@ pub fn run(args: UpArgs) -> Result<()> {
     let spec = MetaSpec::group_commit(&fs, checked.lock_lease_ms)
         .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
     let meta = MetaServer::open(&dir.meta(&fs.name, 0), spec)?;
+    report_recovery(&config, &nsd);
+    let raft_view = raft.clone();
     let manager = Manager::new(
         raft,
         secret.clone(),
         std::time::Duration::from_millis(checked.lock_lease_ms),
         rt.handle().clone(),
     );
-    let node = Node::new(QuorumRole::Raft(Arc::new(manager)));
-    node.add_meta(fs.id, meta);
-    node.set_nsd(nsd);
-    let node: Arc<dyn Handler> = Arc::new(node);
+    let local = Arc::new(Node::new(QuorumRole::Raft(Arc::new(manager))));
+    local.add_meta(fs.id, meta);
+    local.set_nsd(nsd);
+    let node: Arc<dyn Handler> = local.clone();
+    if let Some(meta) = local.meta_server(fs.id) {
+        // Sizes become durable after their data: the NSDs are this process's.
+        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-barrier", 1));
+        pool.set_local(&addr, node.clone());
+        meta.set_data_barrier(Arc::new(NsdBarrier::new(
+            fs.id,
+            pool,
+            Arc::new(move || raft_view.get()),
+            rt.handle().clone(),
+        )));
+    }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
         .context("cannot write the run file")?;
@@ -356,6 +370,26 @@ pub fn run(args: UpArgs) -> Result<()> {
 struct Listening<'a> {
     addr: &'a str,
     node: Arc<dyn Handler>,
+}
+
+/// Says what the NSDs recovered at open after an unclean stop (a crash or a
+/// power cut), so the user knows which files to check.
+fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
+    for (id, r) in nsd.recovered() {
+        if r.is_clean() {
+            continue;
+        }
+        let name = config
+            .nsd(id)
+            .map_or_else(|| id.to_string(), |n| n.name.clone());
+        let place = config.nsd(id).map(|n| n.device.clone()).unwrap_or_default();
+        println!(
+            "weft: {name} recovered from an unclean stop: {} chunk(s) changed in place re-checksummed \
+             from their bytes ({} rebuilt), {} chunk(s) whose data never reached the disk set aside \
+             in {place}/damaged (they read as holes)",
+            r.rechecked, r.rewritten, r.torn
+        );
+    }
 }
 
 async fn serve_until_signal(

@@ -1,0 +1,299 @@
+//! Data before size: a file's new size never becomes durable before the
+//! bytes it covers are durable on the NSDs, so after a power cut no file
+//! reads as bytes it cannot return (ext4's `data=ordered`, see
+//! `docs/durability.md`).
+//!
+//! A client sends `Written` (new size and mtime) only after the NSDs
+//! acknowledged the data, but they acknowledge from their page cache. So
+//! before a durable commit that covers a `Written`, the shard calls a
+//! [`DataBarrier`]: every NSD of the file system makes every write it
+//! acknowledged so far durable. A `Written` received after that barrier
+//! started may cover data it missed, so it must not commit before the
+//! durable commit:
+//!
+//! 1. every `Written` takes a receipt number when it arrives and publishes
+//!    it inside its transaction, before committing;
+//! 2. the flusher notes the last receipt number `r`, runs the barrier, and
+//!    opens the durable transaction; if a `Written` numbered above `r` has
+//!    committed meanwhile, it aborts and goes to step 3, else commits;
+//! 3. it holds new `Written`s back (they wait for a shared gate), runs a
+//!    second barrier, which now covers everything committed, and commits.
+//!
+//! Step 3 is rare (a `Written` has to land within one barrier) and short.
+//! Periodic durable commits that need a barrier run at most once per
+//! [`ORDERED_INTERVAL`]; one asked for by an fsync runs at once.
+//! Without a barrier installed (tests of the shard alone) commits go on as
+//! before.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use crate::fail::OpError;
+
+/// Why a data barrier failed; the shard logs it and commits anyway (an
+/// NSD that cannot answer must not stop metadata from becoming durable).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("data barrier on {target} failed: {reason}")]
+pub struct BarrierFailed {
+    /// The NSDs, or their server, that did not confirm.
+    pub target: String,
+    pub reason: String,
+}
+
+/// Makes every write the file system's NSDs acknowledged so far durable.
+/// Called from the shard's own threads, never from an async task.
+pub trait DataBarrier: Send + Sync {
+    fn barrier(&self) -> Result<(), BarrierFailed>;
+}
+
+#[derive(Default)]
+pub(crate) struct DataOrder {
+    hook: RwLock<Option<Arc<dyn DataBarrier>>>,
+    /// `Written` requests received so far.
+    received: AtomicU64,
+    /// Highest receipt number of a `Written` that may have committed.
+    committed: AtomicU64,
+    /// Receipt numbers covered by a barrier before a durable commit.
+    covered: AtomicU64,
+    /// `Written`s hold it shared from receipt to commit; step 3 takes it.
+    gate: RwLock<()>,
+    /// When the last barrier started.
+    last_barrier: Mutex<Option<Instant>>,
+}
+
+/// Periodic durable commits that need a barrier are at most this often:
+/// a barrier writes out everything the NSDs hold dirty, which costs small
+/// files most. Sizes of files written without fsync then become durable
+/// within about this long (ext4 commits every 5 s); an fsync never waits
+/// for it.
+pub const ORDERED_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A `Written` in progress: hold it until the transaction has committed.
+pub(crate) struct Receipt<'a> {
+    number: u64,
+    order: &'a DataOrder,
+    _shared: RwLockReadGuard<'a, ()>,
+}
+
+impl Receipt<'_> {
+    /// Call inside the transaction, before it commits.
+    pub fn publish(&self) {
+        self.order
+            .committed
+            .fetch_max(self.number, Ordering::AcqRel);
+    }
+}
+
+impl DataOrder {
+    pub fn set_hook(&self, hook: Arc<dyn DataBarrier>) {
+        match self.hook.write() {
+            Ok(mut h) => *h = Some(hook),
+            Err(poisoned) => *poisoned.into_inner() = Some(hook),
+        }
+    }
+
+    fn hook(&self) -> Option<Arc<dyn DataBarrier>> {
+        match self.hook.read() {
+            Ok(h) => h.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Registers a `Written` as it arrives.
+    pub fn receive(&self) -> Receipt<'_> {
+        let shared = match self.gate.read() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        Receipt {
+            number: self.received.fetch_add(1, Ordering::AcqRel) + 1,
+            order: self,
+            _shared: shared,
+        }
+    }
+
+    /// Runs the barrier now (a shard whose every commit is durable calls
+    /// this before committing a `Written`).
+    pub fn barrier_now(&self) {
+        if let Some(hook) = self.hook() {
+            run(hook.as_ref());
+        }
+    }
+
+    /// Makes every commit so far durable after the data they cover.
+    /// `commit(check)` opens the durable transaction, and commits it only
+    /// if `check()` holds inside it (answering whether it committed).
+    /// Unless `forced` (an fsync waits), a commit that needs a barrier less
+    /// than [`ORDERED_INTERVAL`] after the last one is put off: answers
+    /// `false`, nothing made durable.
+    pub fn durable_commit(
+        &self,
+        commit: impl Fn(&dyn Fn() -> bool) -> Result<bool, OpError>,
+        forced: bool,
+    ) -> Result<bool, OpError> {
+        let Some(hook) = self.hook() else {
+            commit(&|| true)?;
+            return Ok(true);
+        };
+        let covered = self.covered.load(Ordering::Acquire);
+        if commit(&|| self.committed.load(Ordering::Acquire) <= covered)? {
+            return Ok(true);
+        }
+        {
+            let mut last = match self.last_barrier.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if !forced && last.is_some_and(|t| t.elapsed() < ORDERED_INTERVAL) {
+                return Ok(false);
+            }
+            *last = Some(Instant::now());
+        }
+        // Step 2.
+        let upto = self.received.load(Ordering::Acquire);
+        run(hook.as_ref());
+        if commit(&|| self.committed.load(Ordering::Acquire) <= upto)? {
+            self.covered.fetch_max(upto, Ordering::AcqRel);
+            return Ok(true);
+        }
+        // Step 3.
+        let _exclusive = match self.gate.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let upto = self.received.load(Ordering::Acquire);
+        run(hook.as_ref());
+        commit(&|| true)?;
+        self.covered.fetch_max(upto, Ordering::AcqRel);
+        Ok(true)
+    }
+}
+
+fn run(hook: &dyn DataBarrier) {
+    if let Err(e) = hook.barrier() {
+        tracing::error!(error = %e, "new file sizes become durable without confirmation that their data is");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Records the order of barriers and commits.
+    #[derive(Default)]
+    struct Log(Mutex<Vec<&'static str>>);
+
+    impl DataBarrier for Log {
+        fn barrier(&self) -> Result<(), BarrierFailed> {
+            self.0.lock().unwrap().push("barrier");
+            Ok(())
+        }
+    }
+
+    fn commit_logged<'a>(log: &'a Log) -> impl Fn(&dyn Fn() -> bool) -> Result<bool, OpError> + 'a {
+        move |check| {
+            let ok = check();
+            log.0
+                .lock()
+                .unwrap()
+                .push(if ok { "commit" } else { "abort" });
+            Ok(ok)
+        }
+    }
+
+    #[test]
+    fn no_barrier_without_a_written() {
+        let order = DataOrder::default();
+        let log = Arc::new(Log::default());
+        order.set_hook(log.clone());
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        assert_eq!(*log.0.lock().unwrap(), vec!["commit"]);
+    }
+
+    #[test]
+    fn a_written_is_covered_by_a_barrier_before_its_durable_commit() {
+        let order = DataOrder::default();
+        let log = Arc::new(Log::default());
+        order.set_hook(log.clone());
+        let r = order.receive();
+        r.publish();
+        drop(r);
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        assert_eq!(*log.0.lock().unwrap(), vec!["abort", "barrier", "commit"]);
+        // Covered now: the next durable commit needs no barrier.
+        log.0.lock().unwrap().clear();
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        assert_eq!(*log.0.lock().unwrap(), vec!["commit"]);
+    }
+
+    /// A barrier during which a new `Written` commits.
+    struct Racing {
+        order: Arc<DataOrder>,
+        log: Log,
+        raced: Mutex<bool>,
+    }
+
+    impl DataBarrier for Racing {
+        fn barrier(&self) -> Result<(), BarrierFailed> {
+            self.log.0.lock().unwrap().push("barrier");
+            let mut raced = self.raced.lock().unwrap();
+            if !*raced {
+                *raced = true;
+                // From another thread, as a request would.
+                let order = self.order.clone();
+                std::thread::spawn(move || order.receive().publish())
+                    .join()
+                    .unwrap();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_written_landing_during_the_barrier_gets_a_second_one() {
+        let order = Arc::new(DataOrder::default());
+        let racing = Arc::new(Racing {
+            order: order.clone(),
+            log: Log::default(),
+            raced: Mutex::new(false),
+        });
+        order.set_hook(racing.clone());
+        order.receive().publish();
+        order
+            .durable_commit(commit_logged(&racing.log), true)
+            .unwrap();
+        assert_eq!(
+            *racing.log.0.lock().unwrap(),
+            vec!["abort", "barrier", "abort", "barrier", "commit"]
+        );
+    }
+
+    #[test]
+    fn a_periodic_commit_soon_after_a_barrier_is_put_off() {
+        let order = DataOrder::default();
+        let log = Arc::new(Log::default());
+        order.set_hook(log.clone());
+        order.receive().publish();
+        assert!(order.durable_commit(commit_logged(&log), false).unwrap());
+        order.receive().publish();
+        assert!(!order.durable_commit(commit_logged(&log), false).unwrap());
+        // An fsync does not wait.
+        assert!(order.durable_commit(commit_logged(&log), true).unwrap());
+        assert_eq!(
+            *log.0.lock().unwrap(),
+            vec!["abort", "barrier", "commit", "abort", "abort", "barrier", "commit"]
+        );
+    }
+
+    #[test]
+    fn without_a_hook_commits_go_on() {
+        let order = DataOrder::default();
+        order.receive().publish();
+        let log = Log::default();
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        assert_eq!(*log.0.lock().unwrap(), vec!["commit"]);
+    }
+}
