@@ -20,10 +20,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/namespace.rs"]
+mod namespace;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ffi::CString;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 
 use common::*;
+use namespace::{inodes_in_use, Tree};
 
 #[test]
 fn posix_helper() {
@@ -264,57 +266,18 @@ fn pick<'a>(rng: &mut StdRng, known: &'a BTreeMap<u64, Known>) -> Option<(&'a u6
     Some(durable[rng.gen_range(0..durable.len())])
 }
 
-/// Walks the whole namespace and checks it; returns the distinct inodes seen.
+/// Walks the whole namespace and checks it (see `common/namespace.rs`);
+/// returns the inodes reached.
 fn check_namespace(mnt: &Path) -> usize {
-    let mut names_per_ino: HashMap<u64, (u64, usize)> = HashMap::new();
-    let mut stack = vec![mnt.to_path_buf()];
-    let mut dirs = 0;
-    while let Some(dir) = stack.pop() {
-        dirs += 1;
-        let md = std::fs::symlink_metadata(&dir)
-            .unwrap_or_else(|e| panic!("stat {}: {e}", dir.display()));
-        let mut subdirs = 0;
-        for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("list {}: {e}", dir.display())) {
-            let e = e.unwrap_or_else(|e| panic!("entry in {}: {e}", dir.display()));
-            let p = e.path();
-            let m = std::fs::symlink_metadata(&p)
-                .unwrap_or_else(|e| panic!("entry {} does not stat: {e}", p.display()));
-            if m.is_dir() {
-                subdirs += 1;
-                stack.push(p);
-            } else {
-                if m.is_file() {
-                    let bytes = std::fs::read(&p)
-                        .unwrap_or_else(|e| panic!("{} does not read: {e}", p.display()));
-                    assert_eq!(bytes.len() as u64, m.len(), "{} reads short", p.display());
-                }
-                let n = names_per_ino.entry(m.ino()).or_insert((m.nlink(), 0));
-                n.1 += 1;
-            }
-        }
-        assert_eq!(
-            md.nlink(),
-            2 + subdirs,
-            "{}: link count {} with {subdirs} subdirectories",
-            dir.display(),
-            md.nlink()
-        );
-    }
-    for (ino, (nlink, names)) in &names_per_ino {
-        assert_eq!(
-            *nlink as usize, *names,
-            "inode {ino}: nlink {nlink}, {names} names"
-        );
-    }
-    dirs + names_per_ino.len()
-}
-
-fn inodes_in_use(mnt: &Path) -> u64 {
-    let cp = cpath(mnt);
-    // SAFETY: zeroed statvfs is a valid out-parameter; valid path.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statvfs(cp.as_ptr(), &mut s) }, 0);
-    s.f_files - s.f_ffree
+    let tree = Tree::walk(mnt, |_| false);
+    let mut bad = tree.problems.clone();
+    bad.extend(tree.read_errors());
+    assert!(
+        bad.is_empty(),
+        "namespace after the crash:\n{}",
+        bad.join("\n")
+    );
+    tree.inodes
 }
 
 /// Files written without fsync: never longer than written, no byte that was

@@ -154,6 +154,15 @@ impl WeftUp {
     pub fn start(name: &str, root: &Path, extra: &[&str]) -> WeftUp {
         let root = root.canonicalize().expect("canonical test root");
         let data = root.join("data");
+        WeftUp::start_on(name, &root, &data, extra)
+    }
+
+    /// As [`WeftUp::start`], with the data directory at `data` (for example
+    /// on a file system the test made) instead of `ROOT/data`; the mount
+    /// point and the logs stay in `root`.
+    pub fn start_on(name: &str, root: &Path, data: &Path, extra: &[&str]) -> WeftUp {
+        let root = root.canonicalize().expect("canonical test root");
+        let data = data.to_path_buf();
         let mnt = root.join("mnt");
         std::fs::create_dir_all(&mnt).expect("create mount point");
         let mut w = WeftUp {
