@@ -74,6 +74,10 @@ pub struct IoSpec {
     pub stride: Option<u64>,
     /// One file per thread, `PATH.0` … `PATH.{T-1}`.
     pub file_per_thread: bool,
+    /// Strided pattern: thread `t` moves the records of thread
+    /// `(t + shift) % sharers` (IOR's `-C`: each rank reads back another
+    /// rank's records, so none come from its own cache).
+    pub rank_shift: u64,
     /// What to drop before a read test.
     pub cache: CacheDrop,
     /// Stop issuing records after this long; the result counts what was done.
@@ -98,6 +102,7 @@ impl IoSpec {
             fsync: false,
             stride: None,
             file_per_thread: false,
+            rank_shift: 0,
             cache: CacheDrop::File,
             time_limit: None,
             seed: 1,
@@ -491,7 +496,8 @@ fn offset(spec: &IoSpec, lane: &Lane, k: u64, rng: &mut rand::rngs::StdRng) -> u
         Pattern::Strided => {
             let stride = spec.stride.unwrap_or(lane.sharers * rec);
             let region = lane.file_records * rec;
-            let off = (lane.index * rec + k * stride) % region;
+            let rank = (lane.index + spec.rank_shift) % lane.sharers.max(1);
+            let off = (rank * rec + k * stride) % region;
             off.min(region - rec)
         }
     }
@@ -696,6 +702,32 @@ mod tests {
                 assert!(o + 4096 <= 10 * 4096, "{o}");
             }
         }
+    }
+
+    /// IO500's ior-hard layout: record i of rank r at (i·ranks + r)·record;
+    /// with a shift, each rank moves the next rank's records.
+    #[test]
+    fn ranks_interleave_and_shift() {
+        let rec = 47_008;
+        let at = |shift| {
+            let s = IoSpec {
+                bytes: 3 * 2 * rec,
+                record: rec,
+                rank_shift: shift,
+                ..spec(Path::new("/tmp"), Op::Create, Pattern::Strided, 2)
+            };
+            let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+            s.lanes()
+                .iter()
+                .map(|l| {
+                    (0..l.ops)
+                        .map(|k| offset(&s, l, k, &mut rng) / rec)
+                        .collect()
+                })
+                .collect::<Vec<Vec<u64>>>()
+        };
+        assert_eq!(at(0), vec![vec![0, 2, 4], vec![1, 3, 5]]);
+        assert_eq!(at(1), vec![vec![1, 3, 5], vec![0, 2, 4]]);
     }
 
     #[test]

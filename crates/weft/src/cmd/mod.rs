@@ -4,5 +4,6 @@ pub mod df;
 pub mod disk;
 pub mod fs_show;
 pub mod perf;
+mod perf_hard;
 pub mod up;
 pub mod up_nodes;

@@ -42,15 +42,19 @@ enum PerfCommand {
     Meta(MetaArgs),
     /// The file-size sweep: write (fsync each) then read back files of each size.
     Sweep(SweepArgs),
+    /// IO500's ior-hard: 47,008-byte records of every rank interleaved in one shared file.
+    IorHard(super::perf_hard::IorHardArgs),
+    /// IO500's mdtest-hard: 3,901-byte files of every rank in one shared directory.
+    MdtestHard(super::perf_hard::MdtestHardArgs),
 }
 
 /// Where the tests run: the kernel's file API, or the Weft client library.
 #[derive(clap::Args)]
-struct BackendArgs {
+pub(super) struct BackendArgs {
     /// Run through the Weft client library directly (no FUSE); paths are
     /// then paths inside the file system, e.g. /bench/f.
     #[arg(long)]
-    native: bool,
+    pub native: bool,
     /// With --native: data directory of the running cluster (as given to `weft up`).
     #[arg(long, default_value = "./weft-data", requires = "native")]
     data: PathBuf,
@@ -207,7 +211,7 @@ fn count_list_arg(s: &str) -> Result<CountList, String> {
         .map(CountList)
 }
 
-fn size_arg(s: &str) -> Result<u64, String> {
+pub(super) fn size_arg(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
 
@@ -234,11 +238,13 @@ pub fn run(args: PerfArgs) -> Result<()> {
         PerfCommand::Rw(a) => io(Op::Rw, a),
         PerfCommand::Meta(a) => meta(a),
         PerfCommand::Sweep(a) => sweep(a),
+        PerfCommand::IorHard(a) => super::perf_hard::ior_hard(a),
+        PerfCommand::MdtestHard(a) => super::perf_hard::mdtest_hard(a),
     }
 }
 
 /// The backend the options name; for --native, a client connected to the cluster.
-fn backend(b: &BackendArgs) -> Result<Box<dyn Backend>> {
+pub(super) fn backend(b: &BackendArgs) -> Result<Box<dyn Backend>> {
     if !b.native {
         return Ok(Box::new(Posix));
     }
@@ -254,7 +260,7 @@ fn backend(b: &BackendArgs) -> Result<Box<dyn Backend>> {
     Ok(Box::new(Native::new(rt, cluster, &b.fs)?))
 }
 
-fn native_path(b: &BackendArgs, path: &Path, what: &str) -> Result<()> {
+pub(super) fn native_path(b: &BackendArgs, path: &Path, what: &str) -> Result<()> {
     if b.native && !path.is_absolute() {
         anyhow::bail!(
             "{what} {}: with --native give a path inside the file system, starting with / (e.g. /bench/f)",
@@ -264,13 +270,18 @@ fn native_path(b: &BackendArgs, path: &Path, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// `--time-limit SECS` as a duration, refused unless above 0.
+pub(super) fn time_limit_arg(t: Option<f64>) -> Result<Option<Duration>> {
+    match t {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => anyhow::bail!("--time-limit {t}: give a number of seconds above 0"),
+    }
+}
+
 fn io(op: Op, a: IoArgs) -> Result<()> {
     native_path(&a.backend, &a.path, "PATH")?;
-    let time_limit = match a.time_limit {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
-        Some(t) => anyhow::bail!("--time-limit {t}: give a number of seconds above 0"),
-    };
+    let time_limit = time_limit_arg(a.time_limit)?;
     let spec = IoSpec {
         op,
         pattern: match a.pattern {
@@ -287,6 +298,7 @@ fn io(op: Op, a: IoArgs) -> Result<()> {
         fsync: a.fsync,
         stride: a.stride,
         file_per_thread: a.file_per_thread,
+        rank_shift: 0,
         cache: if a.keep_cache {
             CacheDrop::Keep
         } else if a.drop_caches {
@@ -327,12 +339,22 @@ fn meta(a: MetaArgs) -> Result<()> {
         PhaseArg::Unlink => vec![Phase::Unlink],
         PhaseArg::All => vec![Phase::Create, Phase::Stat, Phase::Read, Phase::Unlink],
     };
-    let backend = backend(&a.backend)?;
+    meta_phases(&spec, &phases, &a.backend, a.json)
+}
+
+/// Runs metadata phases in turn on the backend the options name, and prints them.
+pub(super) fn meta_phases(
+    spec: &MetaSpec,
+    phases: &[Phase],
+    b: &BackendArgs,
+    json: bool,
+) -> Result<()> {
+    let backend = backend(b)?;
     let mut results = Vec::new();
     for p in phases {
-        results.push(weft_bench::meta::run_on(&spec, p, &*backend)?);
+        results.push(weft_bench::meta::run_on(spec, *p, &*backend)?);
     }
-    if a.json {
+    if json {
         println!("{}", serde_json::to_string(&results)?);
     } else {
         print!("{}", report::meta_text(&results));
