@@ -1,7 +1,7 @@
 //! The file-system API of the native client.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use tokio::sync::RwLock;
@@ -20,6 +20,7 @@ use crate::cluster::{unexpected, Cluster};
 use crate::data::{DataPath, FileData};
 use crate::lease::LeaseKeeper;
 use crate::pagepool::{BlockKey, PagePool, PagePoolStats};
+use crate::reclaim::{has_chunks, ReclaimQueue};
 use crate::writeback::{extent_bytes, Added, WriteBehind};
 use crate::ClientError;
 
@@ -136,6 +137,10 @@ pub struct Client {
     config: ClientConfig,
     files: Mutex<HashMap<Ino, Arc<OpenFile>>>,
     lease: LeaseKeeper,
+    /// Unlinked files freed in the background.
+    reclaims: ReclaimQueue,
+    /// This client, for the tasks it starts.
+    me: Weak<Client>,
 }
 
 fn file_data(a: &Attr) -> FileData {
@@ -165,7 +170,7 @@ impl Client {
                 "file system {fs_name} has no data pool or no metadata shard"
             )));
         }
-        Ok(Arc::new(Client {
+        Ok(Arc::new_cyclic(|me| Client {
             data: Arc::new(DataPath::new(cluster.clone(), fs.clone())),
             pool: PagePool::new(config.pagepool),
             config,
@@ -173,6 +178,8 @@ impl Client {
             fs,
             files: Mutex::new(HashMap::new()),
             lease: LeaseKeeper::default(),
+            reclaims: ReclaimQueue::default(),
+            me: me.clone(),
         }))
     }
 
@@ -404,6 +411,29 @@ impl Client {
     /// [`Client::unlink_name`].
     pub async fn free_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
         self.reclaim(o).await
+    }
+
+    /// [`Client::free_orphan`] in the background, in batches with other
+    /// unlinked files (see `reclaim`); [`Client::statfs`] waits for it.
+    pub fn free_orphan_later(&self, o: Orphan) {
+        if !self.reclaims.push(o) {
+            return;
+        }
+        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
+            (Some(me), Ok(rt)) => {
+                rt.spawn(crate::reclaim::drain(me));
+            }
+            _ => warn!("no runtime to free unlinked files; they are freed at the next start"),
+        }
+    }
+
+    pub(crate) fn reclaims(&self) -> &ReclaimQueue {
+        &self.reclaims
+    }
+
+    /// Waits until the files unlinked so far are freed.
+    pub async fn reclaimed(&self) {
+        self.reclaims.idle().await
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
@@ -1172,8 +1202,15 @@ impl Client {
     /// in groups): a crash must not bring the name back over chunks already
     /// deleted.
     async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
-        if o.layout.stripe_width > 0 && !o.inline {
+        if has_chunks(o) {
             self.sync_metadata(o.ino).await?;
+        }
+        self.free_synced_orphan(o).await
+    }
+
+    /// [`Client::reclaim`] once the unlink is durable.
+    pub(crate) async fn free_synced_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
+        if has_chunks(o) {
             let f = FileData {
                 ino: o.ino,
                 gen: o.gen,
@@ -1284,6 +1321,8 @@ impl Client {
     }
 
     pub async fn statfs(&self) -> Result<StatFs, ClientError> {
+        // Space of files unlinked here counts as free once they are freed.
+        self.reclaims.idle().await;
         let cfg = self.cluster.config();
         let pools: Vec<&str> = self
             .fs

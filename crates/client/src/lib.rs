@@ -23,6 +23,7 @@ mod error;
 mod lease;
 mod pagepool;
 mod posix;
+mod reclaim;
 mod writeback;
 
 pub use caller::as_caller;

@@ -449,21 +449,14 @@ impl Filesystem for WeftFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
-        let span = op_span("unlink", req, parent.0);
-        // The name goes on this thread; freeing a file's chunks (one
-        // request per NSD, long for a big file) goes to the runtime.
-        let rt = self.rt.clone();
-        self.run_here(span.clone(), move |st| async move {
-            match st.client.unlink_name(parent.0, &name).await {
-                Ok(Some(orphan)) => {
-                    let freed = async move {
-                        let res = st.client.free_orphan(&orphan).await;
-                        reply_empty("unlink", parent.0, res, reply);
-                    };
-                    rt.spawn(freed.instrument(span.span));
-                }
-                res => reply_empty("unlink", parent.0, res.map(|_| ()), reply),
+        // The name goes on this thread; the file's chunks are freed in the
+        // background, in batches (statfs waits for them).
+        self.run_here(op_span("unlink", req, parent.0), move |st| async move {
+            let res = st.client.unlink_name(parent.0, &name).await;
+            if let Ok(Some(orphan)) = &res {
+                st.client.free_orphan_later(orphan.clone());
             }
+            reply_empty("unlink", parent.0, res.map(|_| ()), reply);
         });
     }
 

@@ -58,6 +58,10 @@ pub enum MetaError {
         #[source]
         source: redb::Error,
     },
+    /// The final durable commit of a stop failed: the last changes nobody
+    /// fsync'ed may be lost.
+    #[error("metadata database {path}: cannot make the last changes durable: {reason}")]
+    Flush { path: PathBuf, reason: String },
     /// A stored inode record could not be decoded or encoded.
     #[error("metadata database {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },

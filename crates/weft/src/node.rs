@@ -62,6 +62,20 @@ impl Node {
         }
     }
 
+    /// Makes every shard's changes durable: the last thing a clean stop
+    /// does (from a thread outside the runtime: the data barrier needs it).
+    pub fn flush_meta(&self) {
+        let shards: Vec<Arc<MetaServer>> = match self.meta.read() {
+            Ok(m) => m.values().cloned().collect(),
+            Err(p) => p.into_inner().values().cloned().collect(),
+        };
+        for m in shards {
+            if let Err(e) = m.flush() {
+                tracing::error!(error = %e, "stopping");
+            }
+        }
+    }
+
     pub fn add_meta(&self, fs: FsId, server: MetaServer) {
         let mut m = match self.meta.write() {
             Ok(m) => m,

@@ -508,6 +508,9 @@ async fn serve_node(
     follow.abort();
     let m = mounts.clone();
     let _ = tokio::task::spawn_blocking(move || m.unmount_all()).await;
+    // The last metadata changes become durable (after their data).
+    let n = node.clone();
+    let _ = tokio::task::spawn_blocking(move || n.flush_meta()).await;
     server.abort();
     if let Some(m) = &manager {
         m.raft().shutdown().await;
