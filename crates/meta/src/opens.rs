@@ -219,6 +219,51 @@ mod server_tests {
         );
     }
 
+    /// The kernel sends a close (FUSE release) without waiting for it, so
+    /// an unlink right after a close races with it: exactly one of them
+    /// must get the orphan to free (both did, and the second `Reclaim`
+    /// failed the unlink with ENOENT).
+    #[test]
+    fn an_unlink_racing_the_last_close_leaves_the_orphan_to_exactly_one() {
+        let fx = Fx::new();
+        let both = std::sync::Barrier::new(2);
+        for i in 0..2000u64 {
+            let name = format!("f{i}");
+            let a = fx.file(ROOT_INO, &name);
+            fx.attr(MetaRequest::Opened {
+                ino: a.ino,
+                client: 2,
+            });
+            let (unlinked, closed) = std::thread::scope(|s| {
+                let unlink = s.spawn(|| {
+                    both.wait();
+                    fx.unlink(ROOT_INO, &name).unwrap()
+                });
+                both.wait();
+                // Start the close a little later each time, 0–200 µs, to
+                // sweep it across the unlink's commit.
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_micros(i % 50 * 4) {
+                    std::hint::spin_loop();
+                }
+                let closed = fx.call(MetaRequest::Closed {
+                    ino: a.ino,
+                    client: 2,
+                });
+                (unlink.join().unwrap(), closed)
+            });
+            let closed = match closed {
+                Response::Unlinked { orphan } => orphan,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                usize::from(unlinked.is_some()) + usize::from(closed.is_some()),
+                1,
+                "round {i}: the unlink got {unlinked:?}, the close {closed:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_late_commit_does_not_re_extend_a_file_another_client_truncated() {
         let fx = Fx::new();

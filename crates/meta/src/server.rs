@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
 use weft_proto::msg::{MetaRequest, Response};
-use weft_proto::types::{Cred, Timespec};
+use weft_proto::types::{Cred, Orphan, Timespec};
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::MetaError;
@@ -35,6 +35,12 @@ pub struct MetaServer {
     locks: LockTable,
     /// Which clients have which files open (memory only).
     opens: OpenTable,
+    /// Held by an unlink or rename from its commit to its look at `opens`,
+    /// and by a close from its look at `opens` to its look at the orphans:
+    /// otherwise both could see the file unlinked and unused, and both
+    /// callers would free it (the second one's `Reclaim` failing, which
+    /// fails its unlink with ENOENT).
+    handoff: std::sync::Mutex<()>,
 }
 
 impl MetaServer {
@@ -61,16 +67,26 @@ impl MetaServer {
             path: path.to_owned(),
             locks: LockTable::with_lease(lease),
             opens: OpenTable::with_lease(lease),
+            handoff: std::sync::Mutex::default(),
         })
     }
 
-    /// An orphan is handed to the caller for freeing only when no client
-    /// has the file open; otherwise the last close frees it.
+    /// An orphan made by `change` is handed to the caller for freeing only
+    /// when no client has the file open; otherwise the last close frees it.
     fn unless_open(
         &self,
-        orphan: Option<weft_proto::types::Orphan>,
-    ) -> Option<weft_proto::types::Orphan> {
-        orphan.filter(|o| self.opens.is_unused(o.ino, Instant::now()))
+        change: impl FnOnce() -> Result<Option<Orphan>, OpError>,
+    ) -> Result<Option<Orphan>, OpError> {
+        self.handing_off(|| Ok(change()?.filter(|o| self.opens.is_unused(o.ino, Instant::now()))))
+    }
+
+    /// Runs `f` holding `handoff`.
+    fn handing_off<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _held = match self.handoff.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f()
     }
 
     /// Installs the barrier durable commits wait for before they make new
@@ -165,12 +181,13 @@ impl MetaServer {
                 Response::Attr(attr)
             }
             MetaRequest::Closed { ino, client } => {
-                let unused = self.opens.close(ino, client, Instant::now());
-                let orphan = if unused {
-                    self.read(|s| ops::orphans::orphan(s, ino))?
-                } else {
-                    None
-                };
+                let orphan = self.handing_off(|| {
+                    if self.opens.close(ino, client, Instant::now()) {
+                        self.read(|s| ops::orphans::orphan(s, ino))
+                    } else {
+                        Ok(None)
+                    }
+                })?;
                 Response::Unlinked { orphan }
             }
             MetaRequest::Create {
@@ -245,7 +262,7 @@ impl MetaServer {
             }
             MetaRequest::Unlink { parent, name } => Response::Unlinked {
                 orphan: self
-                    .unless_open(self.write(|s| ops::unlink::unlink(s, ctx, parent, &name))?),
+                    .unless_open(|| self.write(|s| ops::unlink::unlink(s, ctx, parent, &name)))?,
             },
             MetaRequest::Rmdir { parent, name } => {
                 self.write(|s| ops::rmdir::rmdir(s, ctx, parent, &name))?;
@@ -258,16 +275,18 @@ impl MetaServer {
                 new_name,
                 mode,
             } => Response::Renamed {
-                orphan: self.unless_open(self.write(|s| {
-                    let m = ops::rename::Move {
-                        parent,
-                        name: &name,
-                        new_parent,
-                        new_name: &new_name,
-                        mode,
-                    };
-                    ops::rename::rename(s, ctx, m)
-                })?),
+                orphan: self.unless_open(|| {
+                    self.write(|s| {
+                        let m = ops::rename::Move {
+                            parent,
+                            name: &name,
+                            new_parent,
+                            new_name: &new_name,
+                            mode,
+                        };
+                        ops::rename::rename(s, ctx, m)
+                    })
+                })?,
             },
             MetaRequest::Link {
                 ino,
