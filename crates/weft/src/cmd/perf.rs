@@ -122,7 +122,7 @@ struct IoArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum PhaseArg {
+pub(super) enum PhaseArg {
     Create,
     Stat,
     Read,
@@ -331,28 +331,28 @@ fn meta(a: MetaArgs) -> Result<()> {
         shared_dir: !a.dir_per_thread,
         size: a.size,
     };
+    meta_phases(&spec, a.phase, &a.backend, a.json)
+}
+
+/// Runs metadata phases in turn on the backend the options name, and prints them.
+pub(super) fn meta_phases(
+    spec: &MetaSpec,
+    phase: PhaseArg,
+    b: &BackendArgs,
+    json: bool,
+) -> Result<()> {
     spec.validate()?;
-    let phases = match a.phase {
+    let phases = match phase {
         PhaseArg::Create => vec![Phase::Create],
         PhaseArg::Stat => vec![Phase::Stat],
         PhaseArg::Read => vec![Phase::Read],
         PhaseArg::Unlink => vec![Phase::Unlink],
         PhaseArg::All => vec![Phase::Create, Phase::Stat, Phase::Read, Phase::Unlink],
     };
-    meta_phases(&spec, &phases, &a.backend, a.json)
-}
-
-/// Runs metadata phases in turn on the backend the options name, and prints them.
-pub(super) fn meta_phases(
-    spec: &MetaSpec,
-    phases: &[Phase],
-    b: &BackendArgs,
-    json: bool,
-) -> Result<()> {
     let backend = backend(b)?;
     let mut results = Vec::new();
     for p in phases {
-        results.push(weft_bench::meta::run_on(spec, *p, &*backend)?);
+        results.push(weft_bench::meta::run_on(spec, p, &*backend)?);
     }
     if json {
         println!("{}", serde_json::to_string(&results)?);

@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::ValueEnum;
 use weft_bench::io::{CacheDrop, IoSpec, Op, Pattern};
-use weft_bench::meta::{MetaSpec, Phase};
+use weft_bench::meta::MetaSpec;
 use weft_bench::report;
 
-use super::perf::{backend, meta_phases, native_path, time_limit_arg, BackendArgs};
+use super::perf::{backend, meta_phases, native_path, time_limit_arg, BackendArgs, PhaseArg};
 
 /// IO500's ior-hard transfer and block size.
 pub const IOR_HARD_RECORD: u64 = 47_008;
@@ -152,13 +152,13 @@ pub fn mdtest_hard(a: MdtestHardArgs) -> Result<()> {
         shared_dir: true,
         size: MDTEST_HARD_SIZE,
     };
-    spec.validate()?;
-    let phases = match a.phase {
-        MdtestPhase::Write => vec![Phase::Create],
-        MdtestPhase::Stat => vec![Phase::Stat],
-        MdtestPhase::Read => vec![Phase::Read],
-        MdtestPhase::Delete => vec![Phase::Unlink],
-        MdtestPhase::All => vec![Phase::Create, Phase::Stat, Phase::Read, Phase::Unlink],
+    // IO500's names for mdtest's phases.
+    let phase = match a.phase {
+        MdtestPhase::Write => PhaseArg::Create,
+        MdtestPhase::Stat => PhaseArg::Stat,
+        MdtestPhase::Read => PhaseArg::Read,
+        MdtestPhase::Delete => PhaseArg::Unlink,
+        MdtestPhase::All => PhaseArg::All,
     };
-    meta_phases(&spec, &phases, &a.backend, a.json)
+    meta_phases(&spec, phase, &a.backend, a.json)
 }
