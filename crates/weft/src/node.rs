@@ -62,12 +62,14 @@ impl Node {
         }
     }
 
-    /// Makes every shard's changes durable: the last thing a clean stop
-    /// does (from a thread outside the runtime: the data barrier needs it).
-    pub fn flush_meta(&self) {
-        let shards: Vec<Arc<MetaServer>> = match self.meta.read() {
-            Ok(m) => m.values().cloned().collect(),
-            Err(p) => p.into_inner().values().cloned().collect(),
+    /// Makes every shard's changes durable and stops serving them, so the
+    /// databases close cleanly once the last request in flight is done:
+    /// the last thing a clean stop does (from a thread outside the runtime:
+    /// the data barrier needs it).
+    pub fn close_meta(&self) {
+        let shards: Vec<Arc<MetaServer>> = match self.meta.write() {
+            Ok(mut m) => m.drain().map(|(_, s)| s).collect(),
+            Err(p) => p.into_inner().drain().map(|(_, s)| s).collect(),
         };
         for m in shards {
             if let Err(e) = m.flush() {

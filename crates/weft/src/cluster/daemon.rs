@@ -510,7 +510,7 @@ async fn serve_node(
     let _ = tokio::task::spawn_blocking(move || m.unmount_all()).await;
     // The last metadata changes become durable (after their data).
     let n = node.clone();
-    let _ = tokio::task::spawn_blocking(move || n.flush_meta()).await;
+    let _ = tokio::task::spawn_blocking(move || n.close_meta()).await;
     server.abort();
     if let Some(m) = &manager {
         m.raft().shutdown().await;

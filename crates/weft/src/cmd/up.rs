@@ -360,7 +360,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         rt.handle().clone(),
     ));
     // Unmounted: nothing changes any more.
-    local.flush_meta();
+    local.close_meta();
     server.abort();
     let _ = std::fs::remove_file(dir.addr_file());
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
