@@ -999,31 +999,19 @@ impl Client {
             let mut permit = self.pool.reserve_dirty(u64::from(seg.len)).await?;
             loop {
                 match file.wb.add(seg.block, seg.offset, &piece, permit, bs) {
-                    Added::Buffered(None) => break,
-                    Added::Buffered(Some(extent)) => {
-                        let task = flush_extent(
-                            self.data.clone(),
-                            self.pool.clone(),
-                            file.clone(),
-                            f,
-                            seg.block,
-                            extent,
-                        );
-                        tokio::spawn(task);
+                    Added::Buffered(ready) => {
+                        for extent in ready {
+                            let task = flush_extent(
+                                self.data.clone(),
+                                self.pool.clone(),
+                                file.clone(),
+                                f,
+                                seg.block,
+                                extent,
+                            );
+                            tokio::spawn(task);
+                        }
                         break;
-                    }
-                    Added::Gap(old, p) => {
-                        permit = p;
-                        flush_extent(
-                            self.data.clone(),
-                            self.pool.clone(),
-                            file.clone(),
-                            f,
-                            seg.block,
-                            old,
-                        )
-                        .await;
-                        file.wb.take_error()?;
                     }
                     Added::Busy(p) => {
                         permit = p;

@@ -1,7 +1,8 @@
 //! Write-behind of one open file: writes are gathered per block in memory
-//! and answered at once; a block that becomes full is written to its chain
-//! in the background while the application goes on, several blocks to
-//! several NSDs in parallel. `drain` writes what is left and waits for all
+//! (as a set of ranges, so writes that arrive out of order still join) and
+//! answered at once; a block that becomes full is written to its chain in
+//! one request in the background while the application goes on, several
+//! blocks to several NSDs in parallel. `drain` writes what is left and waits for all
 //! of it — flush, fsync, truncate and release call it before they commit
 //! the size, so data still reaches the NSDs before metadata covers it.
 //!
@@ -34,18 +35,21 @@ impl Extent {
 
 /// What `add` did with a piece.
 pub(crate) enum Added {
-    /// Buffered; if the block is now complete it is returned to be written.
-    Buffered(Option<Extent>),
-    /// The block has an extent that does not touch the piece: write that one
-    /// first (returned, already marked in flight), then add again.
-    Gap(Extent, OwnedSemaphorePermit),
+    /// Buffered. Extents to write now come back, already marked in flight:
+    /// the block when it is complete, or all of its extents when it holds
+    /// too many separate ones.
+    Buffered(Vec<Extent>),
     /// A write of this block is in flight: wait for it, then add again.
     Busy(OwnedSemaphorePermit),
 }
 
+/// Separate dirty ranges one block may gather before they are written.
+const MAX_EXTENTS: usize = 64;
+
 #[derive(Default)]
 struct State {
-    extents: BTreeMap<u64, Extent>,
+    /// Per block, its dirty ranges: sorted, neither overlapping nor touching.
+    extents: BTreeMap<u64, Vec<Extent>>,
     inflight: HashMap<u64, u32>,
     inflight_total: u32,
     error: Option<RemoteError>,
@@ -65,7 +69,9 @@ impl WriteBehind {
         }
     }
 
-    /// Buffers `piece` at `offset` of `block`.
+    /// Buffers `piece` at `offset` of `block`. Writes that arrive out of
+    /// order (ranks filling one block in alternating records) gather as
+    /// separate ranges until they join; the block then travels whole.
     pub fn add(
         &self,
         block: u64,
@@ -78,58 +84,17 @@ impl WriteBehind {
         if g.inflight.get(&block).copied().unwrap_or(0) > 0 {
             return Added::Busy(permit);
         }
-        let end = offset + piece.len() as u32;
-        let full = |e: &Extent| e.start == 0 && e.end() == block_size;
-        match g.extents.remove(&block) {
-            None => {
-                let mut buf = BytesMut::with_capacity(if offset == 0 {
-                    block_size as usize
-                } else {
-                    piece.len()
-                });
-                buf.extend_from_slice(piece);
-                let e = Extent {
-                    start: offset,
-                    buf,
-                    permits: vec![permit],
-                };
-                if full(&e) {
-                    Self::mark(&mut g, block);
-                    return Added::Buffered(Some(e));
-                }
-                g.extents.insert(block, e);
-                Added::Buffered(None)
+        let mut list = g.extents.remove(&block).unwrap_or_default();
+        insert(&mut list, offset, piece, permit, block_size);
+        let full = matches!(&list[..], [e] if e.start == 0 && e.end() == block_size);
+        if full || list.len() > MAX_EXTENTS {
+            for _ in &list {
+                Self::mark(&mut g, block);
             }
-            Some(mut e) => {
-                if offset > e.end() || end < e.start {
-                    Self::mark(&mut g, block);
-                    return Added::Gap(e, permit);
-                }
-                if offset == e.end() {
-                    e.buf.extend_from_slice(piece);
-                } else if offset >= e.start && end <= e.end() {
-                    let at = (offset - e.start) as usize;
-                    e.buf[at..at + piece.len()].copy_from_slice(piece);
-                } else {
-                    let start = e.start.min(offset);
-                    let stop = e.end().max(end);
-                    let mut buf = BytesMut::zeroed((stop - start) as usize);
-                    let old = (e.start - start) as usize;
-                    buf[old..old + e.buf.len()].copy_from_slice(&e.buf);
-                    let new = (offset - start) as usize;
-                    buf[new..new + piece.len()].copy_from_slice(piece);
-                    e.start = start;
-                    e.buf = buf;
-                }
-                e.permits.push(permit);
-                if full(&e) {
-                    Self::mark(&mut g, block);
-                    return Added::Buffered(Some(e));
-                }
-                g.extents.insert(block, e);
-                Added::Buffered(None)
-            }
+            return Added::Buffered(list);
         }
+        g.extents.insert(block, list);
+        Added::Buffered(Vec::new())
     }
 
     fn mark(g: &mut State, block: u64) {
@@ -162,7 +127,10 @@ impl WriteBehind {
     /// Takes every buffered extent, marked in flight, to be written now.
     pub fn take_all(&self) -> Vec<(u64, Extent)> {
         let mut g = self.lock();
-        let all: Vec<(u64, Extent)> = std::mem::take(&mut g.extents).into_iter().collect();
+        let all: Vec<(u64, Extent)> = std::mem::take(&mut g.extents)
+            .into_iter()
+            .flat_map(|(block, list)| list.into_iter().map(move |e| (block, e)))
+            .collect();
         for (block, _) in &all {
             Self::mark(&mut g, *block);
         }
@@ -204,6 +172,64 @@ impl WriteBehind {
     }
 }
 
+/// Adds `piece` at `offset` to a block's sorted ranges, merging it with
+/// every range it overlaps or touches (its bytes win: they are newer).
+fn insert(
+    list: &mut Vec<Extent>,
+    offset: u32,
+    piece: &[u8],
+    permit: OwnedSemaphorePermit,
+    block_size: u32,
+) {
+    let end = offset + piece.len() as u32;
+    // Ranges [first, last) overlap or touch the piece.
+    let first = list.partition_point(|e| e.end() < offset);
+    let last = list.partition_point(|e| e.start <= end);
+    if first == last {
+        let mut buf = BytesMut::with_capacity(if offset == 0 {
+            block_size as usize
+        } else {
+            piece.len()
+        });
+        buf.extend_from_slice(piece);
+        list.insert(
+            first,
+            Extent {
+                start: offset,
+                buf,
+                permits: vec![permit],
+            },
+        );
+        return;
+    }
+    let mut joined: Vec<Extent> = list.drain(first..last).collect();
+    // Sorted and all touching the piece: together they are one range.
+    let start = joined.first().map_or(offset, |e| e.start).min(offset);
+    let stop = joined.last().map_or(end, Extent::end).max(end);
+    let mut base = if joined.first().is_some_and(|e| e.start == start) {
+        joined.remove(0)
+    } else {
+        Extent {
+            start,
+            buf: BytesMut::with_capacity((stop - start) as usize),
+            permits: Vec::new(),
+        }
+    };
+    base.buf.resize((stop - start) as usize, 0);
+    // Older ranges first, the piece last: its bytes are the newest.
+    joined.push(Extent {
+        start: offset,
+        buf: BytesMut::from(piece),
+        permits: vec![permit],
+    });
+    for mut e in joined {
+        let at = (e.start - start) as usize;
+        base.buf[at..at + e.buf.len()].copy_from_slice(&e.buf);
+        base.permits.append(&mut e.permits);
+    }
+    list.insert(first, base);
+}
+
 /// The bytes of an extent, ready to send.
 pub(crate) fn extent_bytes(e: Extent) -> (u32, Bytes, Vec<OwnedSemaphorePermit>) {
     (e.start, e.buf.freeze(), e.permits)
@@ -225,12 +251,18 @@ mod tests {
         wb.add(block, off, bytes, permit(), BS)
     }
 
+    /// Buffered with nothing to write yet.
+    fn buffered(a: Added) -> bool {
+        matches!(a, Added::Buffered(ready) if ready.is_empty())
+    }
+
     #[test]
     fn sequential_pieces_fill_a_block_then_hand_it_out() {
         let wb = WriteBehind::default();
-        assert!(matches!(add(&wb, 0, 0, &[1; 8]), Added::Buffered(None)));
+        assert!(buffered(add(&wb, 0, 0, &[1; 8])));
         match add(&wb, 0, 8, &[2; 8]) {
-            Added::Buffered(Some(e)) => {
+            Added::Buffered(mut ready) if ready.len() == 1 => {
+                let e = ready.remove(0);
                 assert_eq!(e.start, 0);
                 assert_eq!(
                     &e.buf[..],
@@ -249,9 +281,9 @@ mod tests {
     #[test]
     fn overlapping_and_adjacent_pieces_merge_in_order() {
         let wb = WriteBehind::default();
-        assert!(matches!(add(&wb, 1, 4, &[1; 4]), Added::Buffered(None)));
-        assert!(matches!(add(&wb, 1, 2, &[2; 4]), Added::Buffered(None)));
-        assert!(matches!(add(&wb, 1, 5, &[3; 1]), Added::Buffered(None)));
+        assert!(buffered(add(&wb, 1, 4, &[1; 4])));
+        assert!(buffered(add(&wb, 1, 2, &[2; 4])));
+        assert!(buffered(add(&wb, 1, 5, &[3; 1])));
         let all = wb.take_all();
         assert_eq!(all.len(), 1);
         let (block, e) = &all[0];
@@ -261,23 +293,72 @@ mod tests {
     }
 
     #[test]
-    fn a_gap_hands_out_the_old_extent_first() {
+    fn ranges_with_gaps_gather_until_they_join() {
         let wb = WriteBehind::default();
-        assert!(matches!(add(&wb, 2, 0, &[1; 2]), Added::Buffered(None)));
-        match add(&wb, 2, 10, &[2; 2]) {
-            Added::Gap(old, _) => assert_eq!((old.start, old.buf.len()), (0, 2)),
-            _ => panic!("a gap must flush the old extent"),
+        // Two ranks' records of 4 bytes, interleaved and out of order.
+        for (off, v) in [(4, 2), (12, 4), (0, 1)] {
+            assert!(buffered(add(&wb, 2, off, &[v; 4])));
         }
-        assert!(matches!(add(&wb, 2, 10, &[2; 2]), Added::Busy(_)));
+        match add(&wb, 2, 8, &[3; 4]) {
+            Added::Buffered(mut ready) if ready.len() == 1 => {
+                let e = ready.remove(0);
+                assert_eq!(e.start, 0);
+                assert_eq!(
+                    &e.buf[..],
+                    &[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4]
+                );
+                assert_eq!(e.permits.len(), 4);
+            }
+            _ => panic!("the joined block must travel whole"),
+        }
         wb.done(2, Ok(()));
-        assert!(matches!(add(&wb, 2, 10, &[2; 2]), Added::Buffered(None)));
+        // At flush, separate ranges go as separate writes.
+        assert!(buffered(add(&wb, 3, 0, &[1; 2])));
+        assert!(buffered(add(&wb, 3, 10, &[2; 2])));
+        let all = wb.take_all();
+        let got: Vec<(u64, u32, usize)> = all
+            .iter()
+            .map(|(b, e)| (*b, e.start, e.buf.len()))
+            .collect();
+        assert_eq!(got, vec![(3, 0, 2), (3, 10, 2)]);
+    }
+
+    #[test]
+    fn a_newer_piece_wins_over_every_range_it_spans() {
+        let mut list = Vec::new();
+        insert(&mut list, 2, &[1; 2], permit(), BS);
+        insert(&mut list, 6, &[2; 2], permit(), BS);
+        insert(&mut list, 1, &[9; 6], permit(), BS);
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            (list[0].start, &list[0].buf[..]),
+            (1, &[9, 9, 9, 9, 9, 9, 2][..])
+        );
+        // Touching ranges join too.
+        insert(&mut list, 8, &[3; 1], permit(), BS);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].end(), 9);
+    }
+
+    #[test]
+    fn too_many_ranges_are_written_out() {
+        let wb = WriteBehind::default();
+        let bs = 1 << 12;
+        let mut handed = 0;
+        for i in 0..=MAX_EXTENTS as u32 {
+            if let Added::Buffered(ready) = wb.add(0, i * 4, &[1; 2], permit(), bs) {
+                handed += ready.len();
+            }
+        }
+        assert_eq!(handed, MAX_EXTENTS + 1);
+        assert!(wb.take_all().is_empty());
     }
 
     #[test]
     fn a_failed_background_write_is_reported_once() {
         let wb = WriteBehind::default();
         let all = {
-            assert!(matches!(add(&wb, 0, 0, &[1; 3]), Added::Buffered(None)));
+            assert!(buffered(add(&wb, 0, 0, &[1; 3])));
             wb.take_all()
         };
         assert_eq!(all.len(), 1);
@@ -293,7 +374,7 @@ mod tests {
     #[tokio::test]
     async fn wait_idle_returns_when_the_last_write_ends() {
         let wb = Arc::new(WriteBehind::default());
-        assert!(matches!(add(&wb, 0, 0, &[1; 3]), Added::Buffered(None)));
+        assert!(buffered(add(&wb, 0, 0, &[1; 3])));
         let _ = wb.take_all();
         let w = wb.clone();
         let waiter = tokio::spawn(async move { w.wait_idle(None).await });
