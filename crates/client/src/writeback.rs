@@ -215,18 +215,22 @@ fn insert(
             permits: Vec::new(),
         }
     };
+    base.permits.push(permit);
+    if joined.is_empty() && offset == base.end() {
+        // The common case, a stream: one copy.
+        base.buf.extend_from_slice(piece);
+        list.insert(first, base);
+        return;
+    }
     base.buf.resize((stop - start) as usize, 0);
     // Older ranges first, the piece last: its bytes are the newest.
-    joined.push(Extent {
-        start: offset,
-        buf: BytesMut::from(piece),
-        permits: vec![permit],
-    });
     for mut e in joined {
         let at = (e.start - start) as usize;
         base.buf[at..at + e.buf.len()].copy_from_slice(&e.buf);
         base.permits.append(&mut e.permits);
     }
+    let at = (offset - start) as usize;
+    base.buf[at..at + piece.len()].copy_from_slice(piece);
     list.insert(first, base);
 }
 
