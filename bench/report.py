@@ -84,6 +84,10 @@ def load(path):
             if not line:
                 continue
             r = json.loads(line)
+            res = r.get("result")
+            if isinstance(res, list) and len(res) == 1 and "mib_per_sec" in res[0]:
+                # ior-hard prints its phases as a list: one phase per test here.
+                r["result"] = res[0]
             recs.setdefault((r["target"], r["test"]), []).append(r)
             order.append(r)
     return recs, order
@@ -117,10 +121,8 @@ class Figures:
         marks = ""
         if len(ok) < len(rs):
             marks += "ᶠ"
-        if isinstance(ok[0], list) and "ops_per_sec" in ok[0][0]:  # meta: one phase
+        if isinstance(ok[0], list):  # meta: one phase
             return median([res[0]["ops_per_sec"] for res in ok]), marks
-        if isinstance(ok[0], list):  # ior-hard: one phase
-            ok = [res[0] for res in ok]
         if any(res.get("stopped_early") for res in ok):
             marks += "ᵗ"
         if any("ignored" in n for res in ok for n in res.get("notes", [])):
