@@ -40,6 +40,8 @@ enum Command {
     },
     /// Benchmarks on any path, like gpfsperf and mdtest.
     Perf(cmd::perf::PerfArgs),
+    /// One line per node, NSD and file system: healthy, degraded or failed, and what to do (like mmhealth).
+    Health(cmd::health::HealthArgs),
     /// Cluster commands (like mmcrcluster).
     Cluster {
         #[command(subcommand)]
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
             cmd: DiskCommand::List(a),
         } => cmd::disk::run(a),
         Command::Perf(a) => cmd::perf::run(a),
+        Command::Health(a) => cmd::health::run(a),
         Command::Cluster { cmd } => match cmd {
             ClusterCommand::Init(a) => cluster::init(a),
             ClusterCommand::Token(a) => cluster::token(a),

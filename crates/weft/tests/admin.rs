@@ -223,3 +223,46 @@ fn admin_commands() {
         &["no Weft cluster is running"],
     );
 }
+
+/// `weft health`: every line healthy on a fresh cluster; an NSD whose label
+/// no longer checks is failed, with the file system over it, and says what
+/// to do; `--json` gives the same findings.
+#[test]
+fn health_names_what_is_wrong() {
+    let td = test_dir("health");
+    let mut w = WeftUp::start("health", td.path(), &[]);
+    let out = ok("weft health", &w.admin(&["health"]));
+    report(&format!("[health] weft health:\n{out}"));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 7, "node, 4 NSDs, fs0, cluster:\n{out}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.split_whitespace().nth(2) == Some("healthy")),
+        "{out}"
+    );
+
+    std::fs::write(w.data.join("nsd/nsd2/nsd.label"), b"not a label").unwrap();
+    let out = ok("weft health", &w.admin(&["health"]));
+    report(&format!("[health] with a damaged label:\n{out}"));
+    // Lines are `KIND NAME STATE REASON — ACTION`.
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{out}"))
+    };
+    let state = |name: &str| line(name).split_whitespace().nth(2).map(str::to_string);
+    assert_eq!(state("nsd2").as_deref(), Some("failed"), "{out}");
+    assert!(line("nsd2").contains("label"), "{out}");
+    assert_eq!(state("nsd1").as_deref(), Some("healthy"), "{out}");
+    assert_eq!(state("fs0").as_deref(), Some("failed"), "{out}");
+
+    let json = ok("weft health --json", &w.admin(&["health", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let items = v.as_array().unwrap();
+    assert_eq!(items.len(), 7);
+    let nsd2 = items.iter().find(|i| i["name"] == "nsd2").unwrap();
+    assert_eq!(nsd2["state"], "failed");
+    assert!(!nsd2["action"].as_str().unwrap().is_empty());
+    w.stop();
+}

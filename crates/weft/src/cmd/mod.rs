@@ -3,6 +3,7 @@
 pub mod df;
 pub mod disk;
 pub mod fs_show;
+pub mod health;
 pub mod perf;
 mod perf_hard;
 pub mod up;

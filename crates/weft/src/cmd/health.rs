@@ -1,0 +1,466 @@
+//! `weft health`: one line per node, NSD and file system — `healthy`,
+//! `degraded` or `failed` — with the reason and what to do, like GPFS
+//! `mmhealth`; `--json` for scripts. Node states come from the cluster
+//! manager, NSD states from each NSD server asked now (a server that does
+//! not answer within a few seconds makes its NSDs failed).
+//!
+//! The verdicts are a pure function of what was gathered ([`assess`]), so
+//! they are tested without a cluster.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Result;
+use bytes::Bytes;
+use serde::Serialize;
+use weft_proto::config::{Availability, ClusterConfig};
+use weft_proto::msg::{NodeLiveness, NodeState, NsdRequest, NsdStat, QuorumRequest};
+use weft_proto::types::NodeId;
+use weft_proto::{Request, Response};
+
+use crate::admin;
+use crate::Target;
+
+/// How long one NSD server may take to answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+/// An NSD with less free space than this share of its size is degraded.
+const LOW_FREE_PERCENT: u64 = 5;
+
+#[derive(clap::Args)]
+pub struct HealthArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Healthy,
+    Degraded,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `node`, `nsd`, `fs`, or `cluster` for the summary.
+    pub kind: &'static str,
+    pub name: String,
+    pub state: Verdict,
+    pub reason: String,
+    /// What to do; empty when healthy.
+    pub action: String,
+}
+
+/// What the NSD servers said: per server node, its stats or why it did not answer.
+pub type ServerAnswers = BTreeMap<NodeId, Result<Vec<NsdStat>, String>>;
+
+pub fn run(args: HealthArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    let findings = rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
+        let quorum: Vec<String> = cfg
+            .nodes
+            .iter()
+            .filter(|n| n.roles.quorum)
+            .map(|n| n.addr.clone())
+            .collect();
+        let states = match crate::cluster::call::call_manager(
+            cluster.pool(),
+            &quorum,
+            QuorumRequest::NodeStates,
+        )
+        .await
+        {
+            Ok(Response::NodeStates(s)) => Ok(s),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        let mut answers = ServerAnswers::new();
+        for node in cfg
+            .nodes
+            .iter()
+            .filter(|n| cfg.nsds.iter().any(|d| d.node == n.id))
+        {
+            let peer = cluster.pool().peer(&node.addr);
+            let ask = peer.call(Request::Nsd(NsdRequest::Stats), Bytes::new());
+            let answer = match tokio::time::timeout(ASK_TIMEOUT, ask).await {
+                Ok(Ok((Response::NsdStats(s), _))) => Ok(s),
+                Ok(Ok((other, _))) => Err(format!("unexpected answer {other:?}")),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {ASK_TIMEOUT:?}")),
+            };
+            answers.insert(node.id, answer);
+        }
+        anyhow::Ok(assess(&cfg, &states, &answers))
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+        return Ok(());
+    }
+    for f in &findings {
+        let state = match f.state {
+            Verdict::Healthy => "healthy",
+            Verdict::Degraded => "degraded",
+            Verdict::Failed => "failed",
+        };
+        let mut line = format!("{:<7} {:<20} {:<9} {}", f.kind, f.name, state, f.reason);
+        if !f.action.is_empty() {
+            line.push_str(&format!(" — {}", f.action));
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The verdict on every node, NSD and file system, then the cluster.
+pub fn assess(
+    cfg: &ClusterConfig,
+    states: &Result<Vec<NodeState>, String>,
+    answers: &ServerAnswers,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let node_name = |id: NodeId| {
+        cfg.node(id)
+            .map_or_else(|| format!("node {id}"), |n| n.name.clone())
+    };
+    for n in &cfg.nodes {
+        let (state, reason, action) = match states {
+            Err(e) => (
+                Verdict::Failed,
+                format!("the cluster manager cannot be reached: {e}"),
+                "start the quorum nodes (`weft node run`) until a majority answers".to_string(),
+            ),
+            Ok(s) => match s.iter().find(|s| s.node == n.id).map(|s| s.state) {
+                Some(NodeLiveness::Active) => (Verdict::Healthy, "active".into(), String::new()),
+                Some(NodeLiveness::Arbitrating) => (
+                    Verdict::Degraded,
+                    "arbitrating: up but not in contact with the cluster manager".into(),
+                    format!("check the network between {} and the quorum nodes", n.name),
+                ),
+                Some(NodeLiveness::Down) | None => (
+                    Verdict::Failed,
+                    format!("down: no heartbeat from {}", n.addr),
+                    format!(
+                        "start `weft node run` on {} or fix its network; `weft node list` shows when it is back",
+                        n.name
+                    ),
+                ),
+            },
+        };
+        out.push(Finding {
+            kind: "node",
+            name: n.name.clone(),
+            state,
+            reason,
+            action,
+        });
+    }
+    let mut nsd_state = BTreeMap::new();
+    for d in &cfg.nsds {
+        let server = node_name(d.node);
+        let (state, reason, action) = match answers.get(&d.node) {
+            None => (
+                Verdict::Failed,
+                format!("its server {server} was not asked"),
+                "check that the NSD's server is in the configuration (`weft node list`)".into(),
+            ),
+            Some(Err(e)) => (
+                Verdict::Failed,
+                format!("its server {server} does not answer: {e}"),
+                format!(
+                    "bring {server} back; until then its data is unavailable unless replicated"
+                ),
+            ),
+            Some(Ok(stats)) => match stats.iter().find(|s| s.nsd == d.id) {
+                None => (
+                    Verdict::Failed,
+                    format!("{server} does not serve it"),
+                    format!(
+                        "see the log of {server}: the NSD at {} could not be opened",
+                        d.device
+                    ),
+                ),
+                Some(s) if !s.healthy => (
+                    Verdict::Failed,
+                    format!("its label at {} no longer checks", d.device),
+                    format!("check the device on {server} (see its log)"),
+                ),
+                Some(s) if s.free.saturating_mul(100) < s.size.saturating_mul(LOW_FREE_PERCENT) => {
+                    (
+                        Verdict::Degraded,
+                        format!("{}% full", 100 - s.free.saturating_mul(100) / s.size.max(1)),
+                        "add NSDs (`weft nsd create`) or delete data".into(),
+                    )
+                }
+                Some(_) if d.availability == Availability::Suspended => (
+                    Verdict::Degraded,
+                    "up, suspended: no new data goes to it".into(),
+                    String::new(),
+                ),
+                Some(s) => (
+                    Verdict::Healthy,
+                    format!("up, ready, {} free of {}", gib(s.free), gib(s.size)),
+                    String::new(),
+                ),
+            },
+        };
+        nsd_state.insert(d.id, state);
+        out.push(Finding {
+            kind: "nsd",
+            name: d.name.clone(),
+            state,
+            reason,
+            action,
+        });
+    }
+    for fs in &cfg.filesystems {
+        let chains: Vec<Vec<Verdict>> = fs
+            .chain_tables
+            .iter()
+            .flat_map(|t| t.chains.iter())
+            .map(|c| {
+                c.nsds
+                    .iter()
+                    .map(|id| nsd_state.get(id).copied().unwrap_or(Verdict::Failed))
+                    .collect()
+            })
+            .collect();
+        let lost = chains
+            .iter()
+            .filter(|c| c.iter().all(|v| *v == Verdict::Failed))
+            .count();
+        let hurt = chains
+            .iter()
+            .filter(|c| c.contains(&Verdict::Failed))
+            .count();
+        let meta_down: Vec<String> = fs
+            .shards
+            .iter()
+            .filter(|s| {
+                !matches!(states, Ok(st) if st.iter().any(|n| n.node == s.node && n.state == NodeLiveness::Active))
+            })
+            .map(|s| format!("shard {} on {}", s.id, node_name(s.node)))
+            .collect();
+        let (state, reason, action) = if !meta_down.is_empty() {
+            (
+                Verdict::Failed,
+                format!("metadata {} is not served", meta_down.join(", ")),
+                "bring that node back: nothing of the file system works without its metadata"
+                    .into(),
+            )
+        } else if lost > 0 {
+            (
+                Verdict::Failed,
+                format!(
+                    "{lost} of {} chains have no member up: files with blocks there read as errors",
+                    chains.len()
+                ),
+                "bring the failed NSDs back (see their lines)".into(),
+            )
+        } else if hurt > 0 {
+            (
+                Verdict::Degraded,
+                format!("{hurt} of {} chains lost a replica", chains.len()),
+                "bring the failed NSDs back (see their lines)".into(),
+            )
+        } else if chains.iter().flatten().any(|v| *v == Verdict::Degraded) {
+            (
+                Verdict::Degraded,
+                "an NSD is degraded (see its line)".into(),
+                String::new(),
+            )
+        } else {
+            (
+                Verdict::Healthy,
+                format!("{} chains, all up", chains.len()),
+                String::new(),
+            )
+        };
+        out.push(Finding {
+            kind: "fs",
+            name: fs.name.clone(),
+            state,
+            reason,
+            action,
+        });
+    }
+    let worst = out
+        .iter()
+        .map(|f| f.state)
+        .max()
+        .unwrap_or(Verdict::Healthy);
+    let problems = out.iter().filter(|f| f.state != Verdict::Healthy).count();
+    out.push(Finding {
+        kind: "cluster",
+        name: cfg.name.clone(),
+        state: worst,
+        reason: if problems == 0 {
+            "everything healthy".into()
+        } else {
+            format!("{problems} finding(s) above are not healthy")
+        },
+        action: String::new(),
+    });
+    out
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::config::{
+        Chain, ChainTable, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles, ShardInfo, Usage,
+    };
+
+    fn config(replicas: usize) -> ClusterConfig {
+        let node = |id: u32| NodeInfo {
+            id,
+            name: format!("h{id}"),
+            addr: format!("10.0.0.{id}:1"),
+            roles: Roles {
+                quorum: id == 1,
+                meta: id == 1,
+                nsd: true,
+            },
+        };
+        let nsd = |id: u32| NsdInfo {
+            id,
+            name: format!("nsd{id}"),
+            node: id,
+            device: format!("/d{id}"),
+            failure_group: id,
+            usage: Usage::DataAndMetadata,
+            pool: "system".into(),
+            size: 100,
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        };
+        let chains = (1..=2u32)
+            .map(|h| Chain {
+                nsds: (0..replicas as u32).map(|k| (h - 1 + k) % 2 + 1).collect(),
+            })
+            .collect();
+        ClusterConfig {
+            format_version: 1,
+            epoch: 1,
+            cluster_id: "c".into(),
+            name: "c".into(),
+            nodes: vec![node(1), node(2)],
+            nsds: vec![nsd(1), nsd(2)],
+            filesystems: vec![FsInfo {
+                id: 1,
+                name: "fs1".into(),
+                block_size: 1 << 20,
+                subblock_size: 8192,
+                inode_size: 4096,
+                default_meta_replicas: 1,
+                max_meta_replicas: 1,
+                default_data_replicas: replicas as u8,
+                max_data_replicas: replicas as u8,
+                allocation: "cluster".into(),
+                created: weft_proto::types::Timespec { secs: 0, nanos: 0 },
+                format_version: 1,
+                max_inodes: 0,
+                data_in_inode: true,
+                shards: vec![ShardInfo { id: 0, node: 1 }],
+                chain_tables: vec![ChainTable {
+                    pool: "system".into(),
+                    version: 1,
+                    chains,
+                }],
+            }],
+        }
+    }
+
+    fn stat(nsd: u32, free: u64) -> NsdStat {
+        NsdStat {
+            nsd,
+            size: 100,
+            used: 100 - free,
+            free,
+            chunks: 0,
+            subblock: 8192,
+            block: 1 << 20,
+            free_fragments: 0,
+            healthy: true,
+        }
+    }
+
+    fn state(node: u32, state: NodeLiveness) -> NodeState {
+        NodeState {
+            node,
+            state,
+            last_heard_ms: None,
+            epoch: 1,
+        }
+    }
+
+    fn verdicts(f: &[Finding]) -> Vec<(&str, Verdict)> {
+        f.iter().map(|f| (f.name.as_str(), f.state)).collect()
+    }
+
+    #[test]
+    fn a_down_server_fails_its_nsd_and_its_chains() {
+        use Verdict::*;
+        let states = Ok(vec![
+            state(1, NodeLiveness::Active),
+            state(2, NodeLiveness::Down),
+        ]);
+        let mut answers = ServerAnswers::new();
+        answers.insert(1, Ok(vec![stat(1, 50)]));
+        answers.insert(2, Err("connection refused".into()));
+        let one = assess(&config(1), &states, &answers);
+        assert_eq!(
+            verdicts(&one),
+            vec![
+                ("h1", Healthy),
+                ("h2", Failed),
+                ("nsd1", Healthy),
+                ("nsd2", Failed),
+                ("fs1", Failed),
+                ("c", Failed)
+            ]
+        );
+        assert!(one[3].reason.contains("connection refused"), "{:?}", one[3]);
+        // With two replicas the file system only lost a copy.
+        let two = assess(&config(2), &states, &answers);
+        assert_eq!(two[4].state, Degraded, "{:?}", two[4]);
+    }
+
+    #[test]
+    fn a_full_nsd_is_degraded_and_all_well_is_healthy() {
+        let states = Ok(vec![
+            state(1, NodeLiveness::Active),
+            state(2, NodeLiveness::Active),
+        ]);
+        let mut answers = ServerAnswers::new();
+        answers.insert(1, Ok(vec![stat(1, 50)]));
+        answers.insert(2, Ok(vec![stat(2, 50)]));
+        let f = assess(&config(1), &states, &answers);
+        assert!(f.iter().all(|f| f.state == Verdict::Healthy), "{f:?}");
+        answers.insert(2, Ok(vec![stat(2, 2)]));
+        let f = assess(&config(1), &states, &answers);
+        assert_eq!(f[3].state, Verdict::Degraded);
+        assert!(f[3].reason.contains("98% full"), "{:?}", f[3]);
+        assert_eq!(f[4].state, Verdict::Degraded);
+    }
+
+    #[test]
+    fn no_manager_fails_every_node_and_the_metadata() {
+        let f = assess(
+            &config(1),
+            &Err("no quorum: 0 of 1".into()),
+            &ServerAnswers::new(),
+        );
+        assert!(f[0].reason.contains("no quorum"), "{:?}", f[0]);
+        assert_eq!(f[4].state, Verdict::Failed);
+        assert!(f[4].reason.contains("metadata shard 0"), "{:?}", f[4]);
+    }
+}
