@@ -120,7 +120,8 @@ impl DataBarrier for NsdBarrier {
         });
         let until = Instant::now() + SKIP_FAILED;
         let mut failed = self.failed();
-        for (server, _, _) in &failures {
+        // A call task that died has no server to skip.
+        for (server, _, _) in failures.iter().filter(|f| !f.0.is_empty()) {
             failed.insert(server.clone(), until);
         }
         if let Some((_, target, reason)) = failures.into_iter().next() {
