@@ -1324,7 +1324,14 @@ impl Client {
             .filter(|n| pools.contains(&n.pool.as_str()) && n.usage.holds_data())
             .map(|n| n.id)
             .collect();
-        let stats = self.cluster.nsd_stats().await?;
+        // A server that does not answer (down, its data served by its
+        // chain peers) leaves its NSDs out of the totals.
+        let (stats, mut failed) = self.cluster.nsd_stats_partial().await;
+        if stats.is_empty() {
+            if let Some((_, e)) = failed.pop() {
+                return Err(e);
+            }
+        }
         let (mut total, mut free) = (0u64, 0u64);
         for s in stats.iter().filter(|s| ours.contains(&s.nsd)) {
             total += s.size;

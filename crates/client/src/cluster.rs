@@ -14,6 +14,8 @@ use crate::ClientError;
 
 /// Connections per server: enough to keep several 4 MiB transfers moving.
 const CONNECTIONS_PER_PEER: usize = 4;
+/// How long an NSD server may take to report its usage.
+const STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct Cluster {
     pool: Pool,
@@ -175,24 +177,105 @@ impl Cluster {
         self.node_peer(&self.config(), s.node)
     }
 
-    /// Usage of every NSD, asked of every node that serves NSDs.
-    pub async fn nsd_stats(&self) -> Result<Vec<NsdStat>, ClientError> {
+    /// Sends a request to the cluster manager: the quorum nodes in turn,
+    /// following a `NotLeader` answer to the leader it names.
+    pub async fn call_manager(&self, req: QuorumRequest) -> Result<Response, ClientError> {
         let cfg = self.config();
-        let mut out = Vec::new();
+        let mut addrs: Vec<String> = std::iter::once(self.quorum.addr().to_string())
+            .chain(
+                cfg.nodes
+                    .iter()
+                    .filter(|n| n.roles.quorum)
+                    .map(|n| n.addr.clone()),
+            )
+            .collect();
+        addrs.dedup();
+        let mut last = ClientError::Config("the configuration names no quorum node".into());
+        let mut i = 0;
+        while i < addrs.len() && i < 16 {
+            let peer = self.pool.peer(&addrs[i]);
+            i += 1;
+            match peer.call(Request::Quorum(req.clone()), Bytes::new()).await {
+                Ok((Response::NotLeader { leader: Some(l) }, _)) => {
+                    if !addrs[i..].contains(&l) {
+                        addrs.insert(i, l);
+                    }
+                }
+                Ok((Response::NotLeader { leader: None }, _)) => {
+                    last = ClientError::Config("no cluster manager is elected".into());
+                }
+                Ok((resp, _)) => return Ok(resp),
+                Err(e) => last = e.into(),
+            }
+        }
+        Err(last)
+    }
+
+    /// Tells the cluster manager that NSD `nsd` failed a request routed by
+    /// chain-table version `version`; takes the configuration it answers.
+    /// A manager that cannot be reached is logged: the request is resent
+    /// anyway, and liveness takes the NSD out if its node is gone.
+    pub async fn report_disk_failed(&self, nsd: NsdId, version: u64, why: &str) {
+        let req = QuorumRequest::DiskFailed {
+            nsd,
+            chain_ver: version,
+            reason: why.chars().take(300).collect(),
+        };
+        match self.call_manager(req).await {
+            Ok(Response::Config(c)) => self.offer_config(&c),
+            Ok(other) => {
+                tracing::warn!(nsd, answer = ?other, "the cluster manager did not take the disk failure")
+            }
+            Err(e) => {
+                tracing::warn!(nsd, error = %e, "cannot report a disk failure to the cluster manager")
+            }
+        }
+    }
+
+    /// Usage of every NSD, asked of every node that serves NSDs; fails
+    /// when one of them does not answer.
+    pub async fn nsd_stats(&self) -> Result<Vec<NsdStat>, ClientError> {
+        let (stats, mut failed) = self.nsd_stats_partial().await;
+        match failed.pop() {
+            Some((_, e)) => Err(e),
+            None => Ok(stats),
+        }
+    }
+
+    /// Usage of every NSD whose server answers within a few seconds, and
+    /// the servers that did not, with why.
+    pub async fn nsd_stats_partial(&self) -> (Vec<NsdStat>, Vec<(NodeId, ClientError)>) {
+        let cfg = self.config();
         // Only the nodes that serve NSDs (a node with the nsd role may serve none yet).
         let servers: std::collections::BTreeSet<NodeId> = cfg.nsds.iter().map(|n| n.node).collect();
-        for node in cfg.nodes.iter().filter(|n| servers.contains(&n.id)) {
-            let peer = self.pool.peer(&node.addr);
-            match peer
-                .call(Request::Nsd(NsdRequest::Stats), Bytes::new())
-                .await?
-            {
-                (Response::NsdStats(s), _) => out.extend(s),
-                (other, _) => return Err(unexpected(&peer, "nsd stats", &other)),
+        let asks = cfg
+            .nodes
+            .iter()
+            .filter(|n| servers.contains(&n.id))
+            .map(|node| async move {
+                let peer = self.pool.peer(&node.addr);
+                let ask = peer.call(Request::Nsd(NsdRequest::Stats), Bytes::new());
+                let answer = match tokio::time::timeout(STATS_TIMEOUT, ask).await {
+                    Ok(Ok((Response::NsdStats(s), _))) => Ok(s),
+                    Ok(Ok((other, _))) => Err(unexpected(&peer, "nsd stats", &other)),
+                    Ok(Err(e)) => Err(e.into()),
+                    Err(_) => Err(ClientError::Net(weft_net::NetError::Timeout {
+                        addr: node.addr.clone(),
+                        after_ms: STATS_TIMEOUT.as_millis() as u64,
+                    })),
+                };
+                (node.id, answer)
+            });
+        let mut out = Vec::new();
+        let mut failed = Vec::new();
+        for (node, answer) in futures::future::join_all(asks).await {
+            match answer {
+                Ok(s) => out.extend(s),
+                Err(e) => failed.push((node, e)),
             }
         }
         out.sort_by_key(|s| s.nsd);
-        Ok(out)
+        (out, failed)
     }
 }
 

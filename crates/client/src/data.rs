@@ -1,20 +1,27 @@
 //! File data over chains: block *i* of a file lives on chain
-//! `layout.chain_of(i)` of its pool's chain table. Writes go to every member
-//! of the chain (replicas), reads to the first member; the blocks of one
-//! request travel to their NSD servers in parallel.
+//! `layout.chain_of(i)` of its pool's chain table. Changes go to every
+//! member of the chain that takes writes (`up` ones first, then the
+//! `recovering` ones; see `route`), reads to one `up` member, spread over
+//! them by block, falling over to the next when one fails; the blocks of one
+//! request travel to their NSD servers in parallel. A member that fails is
+//! reported to the cluster manager and the request is resent under the new
+//! chain table, for up to [`FAILOVER_DEADLINE`].
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use futures::future::try_join_all;
+use futures::future::join_all;
+use tracing::{info, warn};
 use weft_net::Peer;
-use weft_proto::config::{ChainTable, FsInfo};
+use weft_proto::config::{ClusterConfig, FsInfo};
 use weft_proto::layout::Layout;
 use weft_proto::types::{ChunkId, Ino, NsdId};
 use weft_proto::{NsdRequest, Request, Response};
 
 use crate::cluster::{unexpected, Cluster};
+use crate::route::{classify, route, Failure, Route, FAILOVER_DEADLINE};
 use crate::ClientError;
 
 /// Identity of one file's data: what every chunk id is made of.
@@ -33,48 +40,55 @@ pub(crate) struct DataPath {
 /// Blocks one step of a preallocation asks for at once.
 const ALLOCATE_BATCH: u64 = 64;
 
+/// Makes the request (and its data) of one change for one chain member.
+type MakeRequest<'a> = Box<dyn Fn(NsdId, &Route) -> (NsdRequest, Bytes) + Send + Sync + 'a>;
+
+/// One change to one block's chunk: how to make its request for a member.
+struct BlockChange<'a> {
+    block: u64,
+    make: MakeRequest<'a>,
+}
+
+/// What one round of sending found wrong.
+#[derive(Default)]
+struct Trouble {
+    stale: bool,
+    unreachable: Vec<(NsdId, u64, String)>,
+}
+
+impl Trouble {
+    fn add(&mut self, nsd: NsdId, version: u64, f: Failure) -> Result<(), ClientError> {
+        match f {
+            Failure::Stale => self.stale = true,
+            // A member that fails a change is as good as gone: the
+            // manager takes it out and a resync repairs it.
+            Failure::Unreachable(why) | Failure::Damaged(why) => {
+                self.unreachable.push((nsd, version, why))
+            }
+            Failure::Fatal(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    fn is_clear(&self) -> bool {
+        !self.stale && self.unreachable.is_empty()
+    }
+}
+
 impl DataPath {
     pub fn new(cluster: Arc<Cluster>, fs: FsInfo) -> Self {
         DataPath { cluster, fs }
     }
 
-    fn table(&self, layout: &Layout) -> Result<&ChainTable, ClientError> {
-        // One pool per file system for now: the pool index names the table.
-        self.fs
-            .chain_tables
-            .get(layout.pool as usize)
-            .ok_or_else(|| {
-                ClientError::Config(format!(
-                    "file system {} has no pool {}",
-                    self.fs.name, layout.pool
-                ))
-            })
+    fn route(&self, cfg: &ClusterConfig, f: &FileData, block: u64) -> Result<Route, ClientError> {
+        route(cfg, self.fs.id, &f.layout, block)
     }
 
-    /// The NSDs of the chain holding `block`, head first.
-    fn chain(&self, f: &FileData, block: u64) -> Result<Vec<NsdId>, ClientError> {
-        let table = self.table(&f.layout)?;
-        let idx = f.layout.chain_of(block) as usize;
-        table
-            .chains
-            .get(idx)
-            .map(|c| c.nsds.clone())
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| {
-                ClientError::Config(format!(
-                    "chain {idx} of pool {} is missing or empty",
-                    table.pool
-                ))
-            })
-    }
-
-    /// Every NSD that may hold a chunk of the file.
-    fn all_nsds(&self, f: &FileData) -> Result<BTreeSet<NsdId>, ClientError> {
-        let mut out = BTreeSet::new();
-        for i in 0..u64::from(f.layout.stripe_width.max(1)) {
-            out.extend(self.chain(f, i)?);
-        }
-        Ok(out)
+    /// The routes of every chain the file uses.
+    fn all_routes(&self, cfg: &ClusterConfig, f: &FileData) -> Result<Vec<Route>, ClientError> {
+        (0..u64::from(f.layout.stripe_width.max(1)))
+            .map(|i| self.route(cfg, f, i))
+            .collect()
     }
 
     fn chunk(&self, f: &FileData, block: u64) -> ChunkId {
@@ -97,38 +111,158 @@ impl DataPath {
         Ok((resp, data, peer))
     }
 
-    async fn expect_unit(
+    /// After a round with trouble: reports unreachable members, then waits
+    /// for a newer configuration (or a short while). Gives up with `last`
+    /// past the deadline.
+    async fn recover(
         &self,
-        nsd: NsdId,
-        req: NsdRequest,
-        data: Bytes,
+        started: Instant,
+        epoch: u64,
+        trouble: Trouble,
         what: &'static str,
     ) -> Result<(), ClientError> {
-        match self.call(nsd, req, data).await? {
-            (Response::Unit, _, _) => Ok(()),
-            (other, _, peer) => Err(unexpected(&peer, what, &other)),
+        let mut last = String::from("the chain table changed");
+        for (nsd, version, why) in &trouble.unreachable {
+            warn!(nsd, version, error = %why, request = what, "NSD failed a request; reporting it");
+            self.cluster.report_disk_failed(*nsd, *version, why).await;
+            last = why.clone();
+        }
+        if started.elapsed() > FAILOVER_DEADLINE {
+            return Err(ClientError::local(
+                weft_proto::ErrorKind::Io,
+                format!(
+                    "{what}: no chain member took it within {} s: {last}",
+                    FAILOVER_DEADLINE.as_secs()
+                ),
+            ));
+        }
+        let waited = Instant::now();
+        while waited.elapsed() < std::time::Duration::from_secs(2) {
+            match self.cluster.refresh().await {
+                Ok(c) if c.epoch > epoch => return Ok(()),
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "cannot fetch the configuration"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    /// Applies `changes` to every member of their chains that takes writes:
+    /// serving members first, then recovering ones; resends under a new
+    /// table until every member that takes writes has it. Returns the sum of
+    /// the allocation changes, counted on the first serving member of each
+    /// block times the chain's length.
+    async fn change(
+        &self,
+        f: &FileData,
+        changes: &[BlockChange<'_>],
+        what: &'static str,
+    ) -> Result<i64, ClientError> {
+        let started = Instant::now();
+        loop {
+            let cfg = self.cluster.config();
+            let routes = changes
+                .iter()
+                .map(|c| self.route(&cfg, f, c.block))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut trouble = Trouble::default();
+            let mut total = 0i64;
+            if routes.iter().any(|r| r.serving.is_empty()) {
+                trouble.stale = true;
+            } else {
+                for phase in [false, true] {
+                    let mut ops = Vec::new();
+                    for (c, r) in changes.iter().zip(&routes) {
+                        let members = if phase { &r.syncing } else { &r.serving };
+                        for (i, nsd) in members.iter().enumerate() {
+                            let (req, data) = (c.make)(*nsd, r);
+                            let counts = !phase && i == 0;
+                            let scale = r.members as i64;
+                            ops.push(async move {
+                                let res = match self.call(*nsd, req, data).await {
+                                    Ok((Response::Allocated(d), _, _)) => Ok(d),
+                                    Ok((Response::Unit, _, _)) => Ok(0),
+                                    Ok((other, _, peer)) => Err(unexpected(&peer, what, &other)),
+                                    Err(e) => Err(e),
+                                };
+                                (
+                                    *nsd,
+                                    r.version,
+                                    res.map(|d| if counts { d * scale } else { 0 }),
+                                )
+                            });
+                        }
+                    }
+                    for (nsd, version, res) in join_all(ops).await {
+                        match res {
+                            Ok(d) => total += d,
+                            Err(e) => trouble.add(nsd, version, classify(e))?,
+                        }
+                    }
+                    if !trouble.is_clear() {
+                        break;
+                    }
+                }
+            }
+            if trouble.is_clear() {
+                return Ok(total);
+            }
+            self.recover(started, cfg.epoch, trouble, what).await?;
         }
     }
 
-    /// Sends requests that change chunks, all at once; the sum of the
-    /// allocation changes the NSDs answer.
-    async fn changes(
+    /// Sends one request per NSD that holds chains of the file (`writers`:
+    /// every member that takes writes, else the serving ones only), with the
+    /// same resending as [`DataPath::change`]; the answers, by NSD.
+    async fn per_nsd(
         &self,
-        reqs: Vec<(NsdId, NsdRequest, Bytes)>,
+        f: &FileData,
+        writers: bool,
         what: &'static str,
-    ) -> Result<i64, ClientError> {
-        let ops = reqs.into_iter().map(|(nsd, req, data)| async move {
-            match self.call(nsd, req, data).await? {
-                (Response::Allocated(delta), _, _) => Ok(delta),
-                (other, _, peer) => Err(unexpected(&peer, what, &other)),
+        make: impl Fn(NsdId, u64) -> NsdRequest,
+    ) -> Result<Vec<Response>, ClientError> {
+        let started = Instant::now();
+        loop {
+            let cfg = self.cluster.config();
+            let mut nsds = BTreeMap::new();
+            let mut trouble = Trouble::default();
+            for r in self.all_routes(&cfg, f)? {
+                if r.serving.is_empty() {
+                    trouble.stale = true;
+                }
+                let members: Vec<NsdId> = if writers {
+                    r.writers().collect()
+                } else {
+                    r.serving.clone()
+                };
+                for n in members {
+                    nsds.insert(n, r.version);
+                }
             }
-        });
-        Ok(try_join_all(ops).await?.into_iter().sum())
+            let mut out = Vec::new();
+            if trouble.is_clear() {
+                let ops = nsds.iter().map(|(nsd, version)| {
+                    let req = make(*nsd, *version);
+                    async move { (*nsd, *version, self.call(*nsd, req, Bytes::new()).await) }
+                });
+                for (nsd, version, res) in join_all(ops).await {
+                    match res {
+                        Ok((resp, _, _)) => out.push(resp),
+                        Err(e) => trouble.add(nsd, version, classify(e))?,
+                    }
+                }
+            }
+            if trouble.is_clear() {
+                return Ok(out);
+            }
+            self.recover(started, cfg.epoch, trouble, what).await?;
+        }
     }
 
     /// Writes `data` at `offset`; every block's piece goes to every member
-    /// of its chain (`direct`: past the NSDs' page cache). Returns how the
-    /// file's allocation changed.
+    /// of its chain that takes writes (`direct`: past the NSDs' page
+    /// cache). Returns how the file's allocation changed.
     pub async fn write(
         &self,
         f: &FileData,
@@ -136,27 +270,33 @@ impl DataPath {
         data: Bytes,
         direct: bool,
     ) -> Result<i64, ClientError> {
-        let mut ops = Vec::new();
+        let mut changes = Vec::new();
         for seg in f.layout.segments(offset, data.len() as u64) {
             let piece =
                 data.slice(seg.buf_offset as usize..(seg.buf_offset + u64::from(seg.len)) as usize);
-            for nsd in self.chain(f, seg.block)? {
-                let req = NsdRequest::Write {
-                    nsd,
-                    chunk: self.chunk(f, seg.block),
-                    offset: seg.offset,
-                    sync: false,
-                    direct,
-                };
-                ops.push((nsd, req, piece.clone()));
-            }
+            let chunk = self.chunk(f, seg.block);
+            changes.push(BlockChange {
+                block: seg.block,
+                make: Box::new(move |nsd, r: &Route| {
+                    let req = NsdRequest::Write {
+                        nsd,
+                        chunk,
+                        offset: seg.offset,
+                        sync: false,
+                        direct,
+                        chain_ver: r.version,
+                        chain: r.chain,
+                    };
+                    (req, piece.clone())
+                }),
+            });
         }
-        self.changes(ops, "write").await
+        self.change(f, &changes, "write").await
     }
 
     /// How many copies of each block the file's chains keep.
     pub fn copies(&self, f: &FileData) -> Result<u64, ClientError> {
-        Ok(self.chain(f, 0)?.len() as u64)
+        Ok(self.route(&self.cluster.config(), f, 0)?.members as u64)
     }
 
     /// Preallocates `offset..offset + len`: every chunk it touches grows to
@@ -177,29 +317,55 @@ impl DataPath {
         while first < last {
             let batch = first..last.min(first + ALLOCATE_BATCH);
             first = batch.end;
-            let mut ops = Vec::new();
-            for block in batch {
-                // Below the block size, so it fits in u32.
-                let need = (end - block * bs).min(bs) as u32;
-                let chain = match self.chain(f, block) {
-                    Ok(c) => c,
-                    Err(e) => return (total, Err(e)),
-                };
-                for nsd in chain {
-                    let req = NsdRequest::Allocate {
-                        nsd,
-                        chunk: self.chunk(f, block),
-                        len: need,
-                    };
-                    ops.push((nsd, req, Bytes::new()));
-                }
-            }
-            match self.changes(ops, "allocate").await {
+            let changes: Vec<BlockChange> = batch
+                .map(|block| {
+                    // Below the block size, so it fits in u32.
+                    let need = (end - block * bs).min(bs) as u32;
+                    let chunk = self.chunk(f, block);
+                    BlockChange {
+                        block,
+                        make: Box::new(move |nsd, r: &Route| {
+                            let req = NsdRequest::Allocate {
+                                nsd,
+                                chunk,
+                                len: need,
+                                chain_ver: r.version,
+                                chain: r.chain,
+                            };
+                            (req, Bytes::new())
+                        }),
+                    }
+                })
+                .collect();
+            match self.change(f, &changes, "allocate").await {
                 Ok(delta) => total += delta,
                 Err(e) => return (total, Err(e)),
             }
         }
         (total, Ok(()))
+    }
+
+    /// Shortens the chunks of `blocks` to `len` (0 deletes them) on every
+    /// member of their chains. Returns how the allocation changed.
+    async fn truncate_blocks(
+        &self,
+        f: &FileData,
+        blocks: impl Iterator<Item = u64>,
+        len: u32,
+        what: &'static str,
+    ) -> Result<i64, ClientError> {
+        let changes: Vec<BlockChange> = blocks
+            .map(|block| {
+                let chunk = self.chunk(f, block);
+                BlockChange {
+                    block,
+                    make: Box::new(move |nsd, _: &Route| {
+                        (NsdRequest::Truncate { nsd, chunk, len }, Bytes::new())
+                    }),
+                }
+            })
+            .collect();
+        self.change(f, &changes, what).await
     }
 
     /// Deletes the chunks of blocks `from..to` on every member of their
@@ -210,18 +376,7 @@ impl DataPath {
         from: u64,
         to: u64,
     ) -> Result<i64, ClientError> {
-        let mut ops = Vec::new();
-        for block in from..to {
-            for nsd in self.chain(f, block)? {
-                let req = NsdRequest::Truncate {
-                    nsd,
-                    chunk: self.chunk(f, block),
-                    len: 0,
-                };
-                ops.push((nsd, req, Bytes::new()));
-            }
-        }
-        self.changes(ops, "delete").await
+        self.truncate_blocks(f, from..to, 0, "delete").await
     }
 
     /// Reads `len` bytes at `offset` (the caller clamps to the file size);
@@ -235,24 +390,10 @@ impl DataPath {
         direct: bool,
     ) -> Result<Bytes, ClientError> {
         let segs: Vec<_> = f.layout.segments(offset, len).collect();
-        let mut ops = Vec::with_capacity(segs.len());
-        for seg in &segs {
-            let nsd = self.chain(f, seg.block)?[0];
-            let req = NsdRequest::Read {
-                nsd,
-                chunk: self.chunk(f, seg.block),
-                offset: seg.offset,
-                len: seg.len,
-                direct,
-            };
-            ops.push(async move {
-                match self.call(nsd, req, Bytes::new()).await? {
-                    (Response::ChunkRead { .. }, data, _) => Ok(data),
-                    (other, _, peer) => Err(unexpected(&peer, "read", &other)),
-                }
-            });
-        }
-        let pieces = try_join_all(ops).await?;
+        let ops = segs
+            .iter()
+            .map(|seg| self.read_block(f, seg.block, seg.offset, seg.len, direct));
+        let pieces = futures::future::try_join_all(ops).await?;
         if let [only] = pieces.as_slice() {
             if only.len() as u64 == len {
                 return Ok(only.clone());
@@ -269,36 +410,127 @@ impl DataPath {
         Ok(out.freeze())
     }
 
+    /// One block's bytes from one serving member of its chain (chosen by
+    /// block, so reads spread over the replicas), the next one when it
+    /// fails. A damaged replica is repaired from the copy that read well.
+    async fn read_block(
+        &self,
+        f: &FileData,
+        block: u64,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> Result<Bytes, ClientError> {
+        let started = Instant::now();
+        loop {
+            let cfg = self.cluster.config();
+            let r = self.route(&cfg, f, block)?;
+            let mut trouble = Trouble::default();
+            let mut damaged = Vec::new();
+            let n = r.serving.len();
+            for i in 0..n {
+                let nsd = r.serving[(block as usize + i) % n];
+                let req = NsdRequest::Read {
+                    nsd,
+                    chunk: self.chunk(f, block),
+                    offset,
+                    len,
+                    direct,
+                };
+                match self.call(nsd, req, Bytes::new()).await {
+                    Ok((Response::ChunkRead { .. }, data, _)) => {
+                        if !damaged.is_empty() {
+                            self.repair_later(self.chunk(f, block), nsd, damaged, &r);
+                        }
+                        return Ok(data);
+                    }
+                    Ok((other, _, peer)) => return Err(unexpected(&peer, "read", &other)),
+                    Err(e) => match classify(e) {
+                        Failure::Damaged(why) => {
+                            warn!(nsd, block, ino = f.ino, error = %why, "damaged replica; reading another");
+                            damaged.push((nsd, why));
+                        }
+                        other => trouble.add(nsd, r.version, other)?,
+                    },
+                }
+            }
+            if n == 0 {
+                trouble.stale = true;
+            }
+            if trouble.is_clear() {
+                // Every serving member is damaged: nothing good to return.
+                let why = damaged
+                    .into_iter()
+                    .map(|(_, w)| w)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Err(ClientError::local(
+                    weft_proto::ErrorKind::Io,
+                    format!(
+                        "no good replica of block {block} of inode {:#x}: {why}",
+                        f.ino
+                    ),
+                ));
+            }
+            self.recover(started, cfg.epoch, trouble, "read").await?;
+        }
+    }
+
+    /// Rewrites damaged replicas of `chunk` from member `good`, in the
+    /// background (see `repair`).
+    fn repair_later(&self, chunk: ChunkId, good: NsdId, bad: Vec<(NsdId, String)>, r: &Route) {
+        let cluster = self.cluster.clone();
+        let (version, chain, block_size) = (r.version, r.chain, self.fs.block_size);
+        tokio::spawn(async move {
+            for (nsd, why) in bad {
+                match crate::repair::repair(&cluster, chunk, good, nsd, version, chain, block_size)
+                    .await
+                {
+                    Ok(true) => {
+                        info!(nsd, good, ino = chunk.ino, block = chunk.block, damage = %why, "damaged replica rewritten from a good one")
+                    }
+                    Ok(false) => info!(
+                        nsd,
+                        ino = chunk.ino,
+                        block = chunk.block,
+                        "damaged replica changed meanwhile; left for the next read"
+                    ),
+                    Err(e) => {
+                        warn!(nsd, ino = chunk.ino, block = chunk.block, error = %e, "cannot repair damaged replica")
+                    }
+                }
+            }
+        });
+    }
+
     /// Drops every byte at or past `size`: whole chunks past it are deleted,
     /// the chunk it falls in is shortened. Returns how the file's
     /// allocation changed.
     pub async fn truncate(&self, f: &FileData, size: u64) -> Result<i64, ClientError> {
         let bs = u64::from(f.layout.block_size.max(1));
         let from_block = size.div_ceil(bs);
-        let mut ops = Vec::new();
-        for nsd in self.all_nsds(f)? {
-            let req = NsdRequest::DeleteFrom {
+        let answers = self
+            .per_nsd(f, true, "delete", |nsd, _| NsdRequest::DeleteFrom {
                 nsd,
                 fs: self.fs.id,
                 ino: f.ino,
                 gen: f.gen,
                 from_block,
-            };
-            ops.push((nsd, req, Bytes::new()));
-        }
-        let mut delta = self.changes(ops, "delete").await?;
+            })
+            .await?;
+        // Each NSD answers for the copies it holds: the sum is the file's.
+        let mut delta: i64 = answers
+            .iter()
+            .map(|a| match a {
+                Response::Allocated(d) => *d,
+                _ => 0,
+            })
+            .sum();
         if !size.is_multiple_of(bs) {
             let block = size / bs;
-            let mut ops = Vec::new();
-            for nsd in self.chain(f, block)? {
-                let req = NsdRequest::Truncate {
-                    nsd,
-                    chunk: self.chunk(f, block),
-                    len: (size % bs) as u32,
-                };
-                ops.push((nsd, req, Bytes::new()));
-            }
-            delta += self.changes(ops, "truncate").await?;
+            delta += self
+                .truncate_blocks(f, std::iter::once(block), (size % bs) as u32, "truncate")
+                .await?;
         }
         Ok(delta)
     }
@@ -306,23 +538,21 @@ impl DataPath {
     /// The byte ranges the file's chunks hold, merged, in order: where its
     /// data is (everything else below the size is a hole).
     pub async fn data_ranges(&self, f: &FileData) -> Result<Vec<(u64, u64)>, ClientError> {
-        let mut ops = Vec::new();
-        for nsd in self.all_nsds(f)? {
-            let req = NsdRequest::ListChunks {
+        let answers = self
+            .per_nsd(f, false, "list chunks", |nsd, _| NsdRequest::ListChunks {
                 nsd,
                 fs: self.fs.id,
                 ino: f.ino,
                 gen: f.gen,
+            })
+            .await?;
+        let mut blocks = BTreeMap::<u64, u32>::new();
+        for a in answers {
+            let Response::Chunks(list) = a else {
+                return Err(ClientError::Config(format!(
+                    "an NSD answered {a:?} to a list chunks request"
+                )));
             };
-            ops.push(async move {
-                match self.call(nsd, req, Bytes::new()).await? {
-                    (Response::Chunks(c), _, _) => Ok(c),
-                    (other, _, peer) => Err(unexpected(&peer, "list chunks", &other)),
-                }
-            });
-        }
-        let mut blocks = std::collections::BTreeMap::<u64, u32>::new();
-        for list in try_join_all(ops).await? {
             for (block, len) in list {
                 let e = blocks.entry(block).or_insert(0);
                 *e = (*e).max(len);
@@ -340,18 +570,17 @@ impl DataPath {
         Ok(out)
     }
 
-    /// Makes every chunk of the file durable on every NSD that holds it.
+    /// Makes every chunk of the file durable on every member that takes
+    /// writes. A member that fails is taken out (and resynced later), and
+    /// the others are asked again under the new table.
     pub async fn sync(&self, f: &FileData) -> Result<(), ClientError> {
-        let mut ops = Vec::new();
-        for nsd in self.all_nsds(f)? {
-            let req = NsdRequest::Sync {
-                nsd,
-                fs: self.fs.id,
-                ino: f.ino,
-                gen: f.gen,
-            };
-            ops.push(self.expect_unit(nsd, req, Bytes::new(), "sync"));
-        }
-        try_join_all(ops).await.map(|_| ())
+        self.per_nsd(f, true, "sync", |nsd, _| NsdRequest::Sync {
+            nsd,
+            fs: self.fs.id,
+            ino: f.ino,
+            gen: f.gen,
+        })
+        .await
+        .map(|_| ())
     }
 }

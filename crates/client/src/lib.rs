@@ -24,6 +24,8 @@ mod lease;
 mod pagepool;
 mod posix;
 mod reclaim;
+mod repair;
+mod route;
 mod writeback;
 
 pub use caller::as_caller;

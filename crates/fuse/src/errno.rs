@@ -32,6 +32,9 @@ pub fn errno(kind: ErrorKind) -> i32 {
         ErrorKind::Stale => libc::ESTALE,
         ErrorKind::Quota => libc::EDQUOT,
         ErrorKind::Internal => libc::EIO,
+        // The client resends these itself; one that still reaches the
+        // kernel means the chains never settled.
+        ErrorKind::ChainChanged => libc::EIO,
     }
 }
 

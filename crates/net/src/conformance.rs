@@ -49,6 +49,8 @@ fn echo(offset: u32) -> Request {
         offset,
         sync: false,
         direct: false,
+        chain_ver: 0,
+        chain: u32::MAX,
     })
 }
 

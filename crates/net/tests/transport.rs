@@ -36,6 +36,8 @@ fn write(offset: u32) -> Request {
         offset,
         sync: false,
         direct: false,
+        chain_ver: 0,
+        chain: u32::MAX,
     })
 }
 

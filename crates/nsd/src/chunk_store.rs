@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use weft_proto::msg::NsdStat;
+use weft_proto::msg::{ChunkVersion, NsdStat};
 use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
 
 use crate::ops::read::ChunkRead;
@@ -38,7 +38,7 @@ pub trait ChunkStore: Send + Sync {
     /// Shortens the chunk to `len` (0 deletes it); longer is a no-op.
     fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError>;
     /// Grows the chunk to at least `len` with zeros, taking the space.
-    fn allocate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError>;
+    fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError>;
     /// Deletes every chunk of the file from `from_block` on.
     fn delete_from(
         &self,
@@ -57,6 +57,26 @@ pub trait ChunkStore: Send + Sync {
     }
     /// (block, length) of every chunk of the file, in block order.
     fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError>;
+    /// Up to `limit` chunks after `after` in the store's own fixed order,
+    /// with their versions (see `ops::versions`).
+    fn chunk_versions(
+        &self,
+        after: Option<ChunkId>,
+        limit: usize,
+    ) -> Result<Vec<ChunkVersion>, RequestError>;
+    /// The version of one chunk; `None` when absent.
+    fn chunk_version(&self, c: &ChunkId) -> Result<Option<ChunkVersion>, RequestError>;
+    /// Replaces the whole chunk with `data` and these versions (empty:
+    /// removes it) if its (version, chain-table version) is `expect`.
+    fn put_chunk(
+        &self,
+        c: &ChunkId,
+        data: &[u8],
+        version: u64,
+        chain_ver: u64,
+        chain: u32,
+        expect: Option<(u64, u64)>,
+    ) -> Result<bool, RequestError>;
     /// Usage; `sharing` NSDs share the underlying device's free space.
     fn stat(&self, sharing: u64) -> NsdStat;
     /// The underlying device, to find NSDs that share one.
@@ -99,8 +119,8 @@ impl ChunkStore for crate::Store {
     fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
         crate::Store::truncate(self, c, len)
     }
-    fn allocate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
-        crate::Store::allocate(self, c, len)
+    fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError> {
+        crate::Store::allocate(self, c, len, mode)
     }
     fn delete_from(
         &self,
@@ -116,6 +136,27 @@ impl ChunkStore for crate::Store {
     }
     fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError> {
         crate::Store::list_chunks(self, fs, ino, gen)
+    }
+    fn chunk_versions(
+        &self,
+        after: Option<ChunkId>,
+        limit: usize,
+    ) -> Result<Vec<ChunkVersion>, RequestError> {
+        crate::Store::chunk_versions(self, after, limit)
+    }
+    fn chunk_version(&self, c: &ChunkId) -> Result<Option<ChunkVersion>, RequestError> {
+        crate::Store::version_of(self, c)
+    }
+    fn put_chunk(
+        &self,
+        c: &ChunkId,
+        data: &[u8],
+        version: u64,
+        chain_ver: u64,
+        chain: u32,
+        expect: Option<(u64, u64)>,
+    ) -> Result<bool, RequestError> {
+        crate::Store::put_chunk(self, c, data, version, chain_ver, chain, expect)
     }
     fn stat(&self, sharing: u64) -> NsdStat {
         crate::Store::stat(self, sharing)

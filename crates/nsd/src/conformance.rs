@@ -30,6 +30,8 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 const PLAIN: WriteMode = WriteMode {
     sync: false,
     direct: false,
+    chain_ver: 0,
+    chain: crate::chunk::NO_CHAIN,
 };
 
 fn fail(what: &str, e: impl std::fmt::Display) -> String {
@@ -58,6 +60,10 @@ pub type Check = fn(&dyn ChunkStore) -> Result<(), String>;
 /// Every check, by name.
 pub const CHECKS: &[(&str, Check)] = &[
     ("round_trip_and_absent_chunks", round_trip_and_absent_chunks),
+    (
+        "versions_grow_and_puts_are_conditional",
+        versions_grow_and_puts_are_conditional,
+    ),
     ("partial_writes_and_gaps", partial_writes_and_gaps),
     ("truncate_and_delete", truncate_and_delete),
     ("delete_from_and_list", delete_from_and_list),
@@ -178,7 +184,9 @@ fn delete_from_and_list(s: &dyn ChunkStore) -> Result<(), String> {
 
 fn allocate_keeps_data(s: &dyn ChunkStore) -> Result<(), String> {
     let c = chunk(6, 1);
-    let taken = s.allocate(&c, 10_000).map_err(|e| fail("allocate", e))?;
+    let taken = s
+        .allocate(&c, 10_000, PLAIN)
+        .map_err(|e| fail("allocate", e))?;
     expect("allocation takes space", taken > 0)?;
     expect(
         "allocated bytes read as zeros",
@@ -186,7 +194,7 @@ fn allocate_keeps_data(s: &dyn ChunkStore) -> Result<(), String> {
     )?;
     s.write(&c, 100, b"kept", PLAIN)
         .map_err(|e| fail("write", e))?;
-    s.allocate(&c, (3 * PIECE) as u32)
+    s.allocate(&c, (3 * PIECE) as u32, PLAIN)
         .map_err(|e| fail("allocate more", e))?;
     let got = read_all(s, &c)?.unwrap_or_default();
     expect(
@@ -200,7 +208,7 @@ fn sync_barrier_and_usage(s: &dyn ChunkStore) -> Result<(), String> {
     let c = chunk(7, 0);
     let synced = WriteMode {
         sync: true,
-        direct: false,
+        ..PLAIN
     };
     let taken = s
         .write(&c, 0, &pattern(7, 5000), synced)
@@ -220,6 +228,92 @@ fn sync_barrier_and_usage(s: &dyn ChunkStore) -> Result<(), String> {
         after.chunks == before.chunks + 1 && after.used as i64 == before.used as i64 + taken,
     )?;
     expect("the NSD reports its id", after.nsd == s.id())
+}
+
+/// The (version, chain-table version) of one chunk in the listing.
+fn version_of(s: &dyn ChunkStore, c: &ChunkId) -> Result<Option<(u64, u64, u32)>, String> {
+    let all = s
+        .chunk_versions(None, usize::MAX)
+        .map_err(|e| fail("list versions", e))?;
+    let v = all.iter().find(|v| v.chunk == *c);
+    if v.is_some_and(|v| v.chain != 3 && v.chain != 5) {
+        return Err("the listing does not carry the chunk's chain".into());
+    }
+    Ok(v.map(|v| (v.version, v.chain_ver, v.len)))
+}
+
+fn versions_grow_and_puts_are_conditional(s: &dyn ChunkStore) -> Result<(), String> {
+    let c = chunk(8, 2);
+    let under = |chain_ver| WriteMode {
+        chain_ver,
+        chain: 3,
+        ..PLAIN
+    };
+    s.write(&c, 0, &pattern(8, 3 * PIECE), under(4))
+        .map_err(|e| fail("write", e))?;
+    let (v1, cv1, len) = version_of(s, &c)?.ok_or("a written chunk is not listed")?;
+    expect(
+        "the write's chain version is kept",
+        cv1 == 4 && len == 3 * PIECE as u32,
+    )?;
+    s.write(&c, 10, b"x", under(0))
+        .map_err(|e| fail("write in place", e))?;
+    let (v2, cv2, _) = version_of(s, &c)?.ok_or("chunk gone")?;
+    expect("a write in place bumps the version", v2 > v1 && cv2 == 4)?;
+    s.write(&c, 0, &pattern(9, 3 * PIECE), under(5))
+        .map_err(|e| fail("rewrite whole", e))?;
+    let (v3, cv3, _) = version_of(s, &c)?.ok_or("chunk gone")?;
+    expect("a whole rewrite bumps the version", v3 > v2 && cv3 == 5)?;
+    s.truncate(&c, 1000).map_err(|e| fail("truncate", e))?;
+    let (v4, _, _) = version_of(s, &c)?.ok_or("chunk gone")?;
+    expect("a truncation bumps the version", v4 > v3)?;
+    // A put under a stale expectation changes nothing.
+    let applied = s
+        .put_chunk(&c, b"stale", 99, 6, 5, Some((v3, 5)))
+        .map_err(|e| fail("stale put", e))?;
+    expect("a stale put is not applied", !applied)?;
+    expect(
+        "a stale put leaves the data",
+        read_all(s, &c)?.map(|d| d.len()) == Some(1000),
+    )?;
+    let applied = s
+        .put_chunk(&c, b"fresh copy", 99, 6, 5, Some((v4, 5)))
+        .map_err(|e| fail("put", e))?;
+    expect("a put is applied", applied)?;
+    expect(
+        "a put carries its versions and data",
+        version_of(s, &c)? == Some((99, 6, 10))
+            && read_all(s, &c)?.as_deref() == Some(&b"fresh copy"[..]),
+    )?;
+    let other = chunk(3, 0);
+    let applied = s
+        .put_chunk(&other, b"new", 7, 6, 5, Some((0, 0)))
+        .map_err(|e| fail("put of an absent chunk", e))?;
+    expect("an absent chunk is (0, 0)", applied)?;
+    s.put_chunk(&c, b"", 0, 6, 5, None)
+        .map_err(|e| fail("put empty", e))?;
+    expect("an empty put removes the chunk", read_all(s, &c)?.is_none())?;
+    // The listing resumes after a cursor, each chunk once.
+    for b in 0..5 {
+        s.write(&chunk(20, b), 0, b"z", PLAIN)
+            .map_err(|e| fail("write", e))?;
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = s
+            .chunk_versions(after, 2)
+            .map_err(|e| fail("list a page", e))?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.chunk);
+        seen.extend(page.iter().map(|v| v.chunk));
+    }
+    let mut sorted = seen.clone();
+    sorted.dedup();
+    expect(
+        "pages list every chunk once",
+        seen.len() == 6 && sorted.len() == 6,
+    )
 }
 
 /// Runs every check on a fresh store from `make`; the names of the failed

@@ -179,6 +179,8 @@ pub enum RequestError {
     },
     #[error("NSD {nsd}: internal error: {what}")]
     Internal { nsd: NsdRef, what: String },
+    #[error("NSD id {nsd}: {reason}; fetch the configuration again and resend")]
+    ChainChanged { nsd: NsdId, reason: String },
 }
 
 impl RequestError {
@@ -192,6 +194,7 @@ impl RequestError {
             | RequestError::Corrupt { .. }
             | RequestError::Io { .. } => ErrorKind::Io,
             RequestError::Internal { .. } => ErrorKind::Internal,
+            RequestError::ChainChanged { .. } => ErrorKind::ChainChanged,
         }
     }
 

@@ -109,6 +109,6 @@ pub use label::{format_nsd, read_label, NsdLabel};
 pub use ops::read::ChunkRead;
 pub use ops::write::WriteMode;
 pub use recover::RecoveryReport;
-pub use server::NsdServer;
+pub use server::{ChainState, NsdServer};
 pub use spec::NsdSpec;
 pub use store::Store;

@@ -19,6 +19,9 @@ use weft_proto::layout::PIECE;
 
 use crate::chunk::{piece_count, piece_range, ChunkFormatError, ChunkHeader, HEADER_LEN};
 
+/// The bit a replica rebuilt at recovery sets in its version.
+pub const RECOVERED_VERSION: u64 = 1 << 63;
+
 /// Directory, beside `chunks/`, of chunk files set aside at open.
 pub const DAMAGED_DIR: &str = "damaged";
 
@@ -63,7 +66,26 @@ pub fn recheck(path: &Path, block_size: u32) -> io::Result<bool> {
         file.read_exact_at(piece, HEADER_LEN as u64 + start)?;
         crcs.push(crc32c::crc32c(piece));
     }
-    let new = ChunkHeader { len, crcs };
+    // A rebuilt replica may hold a torn write its chain peers do not: its
+    // version gets the top bit, equal to no version a write produces, so a
+    // resync compares it unequal and copies the chain's copy over it.
+    let (version, chain_ver, chain) = old.as_ref().map_or((0, 0, crate::chunk::NO_CHAIN), |h| {
+        (h.version, h.chain_ver, h.chain)
+    });
+    let new = ChunkHeader {
+        len,
+        crcs,
+        version,
+        chain_ver,
+        chain,
+    };
+    if old.as_ref() == Some(&new) {
+        return Ok(false);
+    }
+    let new = ChunkHeader {
+        version: version | RECOVERED_VERSION,
+        ..new
+    };
     if old.as_ref() == Some(&new) {
         return Ok(false);
     }
@@ -138,7 +160,14 @@ mod tests {
         want[70_000..74_096].fill(9);
         let f = File::open(&p).unwrap();
         let loaded = crate::chunk_file::load(&f).unwrap();
-        assert_eq!(loaded.header, ChunkHeader::of_data(&want));
+        let want = ChunkHeader {
+            version: RECOVERED_VERSION,
+            ..ChunkHeader::of_data(&want)
+        };
+        assert_eq!(
+            loaded.header, want,
+            "rebuilt, and marked so a resync replaces it"
+        );
     }
 
     #[test]

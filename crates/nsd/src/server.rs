@@ -1,10 +1,20 @@
 //! [`NsdServer`]: every NSD of this node, and the one entry point the network
 //! layer calls for each request, from many threads at once.
+//!
+//! The server also holds what the configuration says of each NSD's chains
+//! (its disk status and the newest chain-table version holding it) and
+//! refuses writes that were routed by an older table, or sent to an NSD
+//! that is down: the writer fetches the configuration again and resends.
+//! This is how a member that missed writes never takes new ones before a
+//! resync has brought it up to date.
 
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::RwLock;
 
 use bytes::Bytes;
+use weft_proto::config::DiskStatus;
 use weft_proto::msg::{NsdRequest, Response};
 use weft_proto::types::{ChunkId, Ino, NsdId};
 use weft_proto::{ErrorKind, RemoteError};
@@ -15,10 +25,25 @@ use crate::spec::NsdSpec;
 use crate::store::Store;
 use crate::ChunkStore;
 
+/// Most chunk versions one `ChunkVersions` answer carries.
+const MAX_VERSIONS: usize = 8192;
+
 /// The nsd role of one node. `Send + Sync`: share it behind an `Arc`.
 pub struct NsdServer {
     /// Sorted by id.
     stores: Vec<Box<dyn ChunkStore>>,
+    /// Each served NSD's state in its chains and the newest chain-table
+    /// version holding it, as the configuration last told; an NSD not
+    /// listed is not checked (a node that has not learned it yet).
+    chains: RwLock<BTreeMap<NsdId, ChainState>>,
+}
+
+/// What the server knows of one NSD's chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainState {
+    pub status: DiskStatus,
+    /// The newest version of the chain tables holding the NSD.
+    pub version: u64,
 }
 
 impl NsdServer {
@@ -66,7 +91,63 @@ impl NsdServer {
             .into_iter()
             .map(|spec| Store::open(spec, cluster_id).map(|s| Box::new(s) as Box<dyn ChunkStore>))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(NsdServer { stores })
+        Ok(NsdServer::over(stores))
+    }
+
+    fn over(stores: Vec<Box<dyn ChunkStore>>) -> NsdServer {
+        NsdServer {
+            stores,
+            chains: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Tells the server the chain states of its NSDs from the newest
+    /// configuration: writes under an older chain-table version, and
+    /// writes to an NSD that takes none, are refused from now on.
+    pub fn set_chain_states(&self, states: impl IntoIterator<Item = (NsdId, ChainState)>) {
+        let mut map = match self.chains.write() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        for (nsd, st) in states {
+            map.insert(nsd, st);
+        }
+    }
+
+    /// The chain state last told for `nsd`.
+    pub fn chain_state(&self, nsd: NsdId) -> Option<ChainState> {
+        match self.chains.read() {
+            Ok(m) => m.get(&nsd).copied(),
+            Err(p) => p.into_inner().get(&nsd).copied(),
+        }
+    }
+
+    /// Refuses a change sent under chain-table version `chain_ver` when the
+    /// NSD takes no writes or a newer table is known (0: not checked).
+    fn check_chain(&self, nsd: NsdId, chain_ver: u64) -> Result<(), RequestError> {
+        let Some(st) = self.chain_state(nsd) else {
+            return Ok(());
+        };
+        if !st.status.takes_writes() {
+            return Err(RequestError::ChainChanged {
+                nsd,
+                reason: format!(
+                    "the NSD is {} in chain table version {}",
+                    st.status.as_str(),
+                    st.version
+                ),
+            });
+        }
+        if chain_ver != 0 && chain_ver < st.version {
+            return Err(RequestError::ChainChanged {
+                nsd,
+                reason: format!(
+                    "sent under chain table version {chain_ver}, the NSD's chains are at version {}",
+                    st.version
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// A server over stores already open (any [`ChunkStore`]); two stores
@@ -93,7 +174,7 @@ impl NsdServer {
                 }
             }
         }
-        Ok(NsdServer { stores })
+        Ok(NsdServer::over(stores))
     }
 
     /// Serves one request and returns the response with its bulk data (empty
@@ -121,7 +202,8 @@ impl NsdServer {
                     }
                     RequestError::UnknownNsd { .. }
                     | RequestError::OutOfBlock { .. }
-                    | RequestError::NoSpace { .. } => {
+                    | RequestError::NoSpace { .. }
+                    | RequestError::ChainChanged { .. } => {
                         tracing::debug!(error = %e, "nsd request refused")
                     }
                 }
@@ -162,10 +244,20 @@ impl NsdServer {
                 offset,
                 sync,
                 direct,
-            } => self
-                .store(nsd)?
-                .write(&chunk, offset, data, WriteMode { sync, direct })
-                .map(allocated),
+                chain_ver,
+                chain,
+            } => {
+                self.check_chain(nsd, chain_ver)?;
+                let mode = WriteMode {
+                    sync,
+                    direct,
+                    chain_ver,
+                    chain,
+                };
+                self.store(nsd)?
+                    .write(&chunk, offset, data, mode)
+                    .map(allocated)
+            }
             NsdRequest::Read {
                 nsd,
                 chunk,
@@ -203,14 +295,75 @@ impl NsdServer {
                 Response::Chunks(self.store(nsd)?.list_chunks(fs, ino, gen)?),
                 Bytes::new(),
             )),
-            NsdRequest::Allocate { nsd, chunk, len } => {
-                self.store(nsd)?.allocate(&chunk, len).map(allocated)
+            NsdRequest::Allocate {
+                nsd,
+                chunk,
+                len,
+                chain_ver,
+                chain,
+            } => {
+                self.check_chain(nsd, chain_ver)?;
+                let mode = WriteMode {
+                    chain_ver,
+                    chain,
+                    ..WriteMode::default()
+                };
+                self.store(nsd)?.allocate(&chunk, len, mode).map(allocated)
             }
             NsdRequest::Barrier { nsds } => {
                 for nsd in nsds {
                     self.store(nsd)?.barrier()?;
                 }
                 Ok(unit())
+            }
+            NsdRequest::ChunkVersions {
+                nsd,
+                after,
+                limit,
+                chain_ver,
+            } => {
+                let known = self.chain_state(nsd).map_or(0, |s| s.version);
+                if known < chain_ver {
+                    return Err(RequestError::ChainChanged {
+                        nsd,
+                        reason: format!(
+                            "the NSD has not learned chain table version {chain_ver} yet (it knows {known})"
+                        ),
+                    });
+                }
+                let limit = (limit as usize).clamp(1, MAX_VERSIONS);
+                let list = self.store(nsd)?.chunk_versions(after, limit)?;
+                Ok((Response::ChunkVersions(list), Bytes::new()))
+            }
+            NsdRequest::ChunkVersion { nsd, chunk } => {
+                let v = self.store(nsd)?.chunk_version(&chunk)?;
+                Ok((
+                    Response::ChunkVersions(v.into_iter().collect()),
+                    Bytes::new(),
+                ))
+            }
+            NsdRequest::PutChunk {
+                nsd,
+                chunk,
+                version,
+                chain_ver,
+                chain,
+                expect,
+                under,
+            } => {
+                let known = self.chain_state(nsd).map_or(0, |s| s.version);
+                if under < known {
+                    return Err(RequestError::ChainChanged {
+                        nsd,
+                        reason: format!(
+                            "a copy made under chain table version {under}, the NSD's chains are at version {known}"
+                        ),
+                    });
+                }
+                let applied = self
+                    .store(nsd)?
+                    .put_chunk(&chunk, data, version, chain_ver, chain, expect)?;
+                Ok((Response::Applied(applied), Bytes::new()))
             }
         }
     }
@@ -227,6 +380,9 @@ fn op_name(req: &NsdRequest) -> &'static str {
         NsdRequest::ListChunks { .. } => "list_chunks",
         NsdRequest::Allocate { .. } => "allocate",
         NsdRequest::Barrier { .. } => "barrier",
+        NsdRequest::ChunkVersions { .. } => "chunk_versions",
+        NsdRequest::PutChunk { .. } => "put_chunk",
+        NsdRequest::ChunkVersion { .. } => "chunk_version",
     }
 }
 
@@ -236,12 +392,16 @@ fn target_of(req: &NsdRequest) -> (Option<Ino>, Option<u64>) {
         NsdRequest::Write { chunk, .. }
         | NsdRequest::Read { chunk, .. }
         | NsdRequest::Truncate { chunk, .. }
-        | NsdRequest::Allocate { chunk, .. } => (Some(chunk.ino), Some(chunk.block)),
+        | NsdRequest::Allocate { chunk, .. }
+        | NsdRequest::PutChunk { chunk, .. }
+        | NsdRequest::ChunkVersion { chunk, .. } => (Some(chunk.ino), Some(chunk.block)),
         NsdRequest::DeleteFrom {
             ino, from_block, ..
         } => (Some(*ino), Some(*from_block)),
         NsdRequest::Sync { ino, .. } | NsdRequest::ListChunks { ino, .. } => (Some(*ino), None),
-        NsdRequest::Stats | NsdRequest::Barrier { .. } => (None, None),
+        NsdRequest::Stats | NsdRequest::Barrier { .. } | NsdRequest::ChunkVersions { .. } => {
+            (None, None)
+        }
     }
 }
 
@@ -253,7 +413,10 @@ fn nsd_of(req: &NsdRequest) -> Option<NsdId> {
         | NsdRequest::DeleteFrom { nsd, .. }
         | NsdRequest::Sync { nsd, .. }
         | NsdRequest::ListChunks { nsd, .. }
-        | NsdRequest::Allocate { nsd, .. } => Some(*nsd),
+        | NsdRequest::Allocate { nsd, .. }
+        | NsdRequest::ChunkVersions { nsd, .. }
+        | NsdRequest::PutChunk { nsd, .. }
+        | NsdRequest::ChunkVersion { nsd, .. } => Some(*nsd),
         NsdRequest::Stats | NsdRequest::Barrier { .. } => None,
     }
 }

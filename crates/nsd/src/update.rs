@@ -57,10 +57,7 @@ pub fn plan_write<E>(
         }
         crcs.push(crc32c::crc32c(&buf));
     }
-    Ok(ChunkHeader {
-        len: new_len32,
-        crcs,
-    })
+    Ok(ChunkHeader::after(old, new_len32, crcs))
 }
 
 /// The header after shortening a chunk to `len` bytes (`len < old.len`).
@@ -82,7 +79,7 @@ pub fn plan_truncate<E>(
             *c = crc;
         }
     }
-    Ok(ChunkHeader { len, crcs })
+    Ok(ChunkHeader::after(old, len, crcs))
 }
 
 #[cfg(test)]

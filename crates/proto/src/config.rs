@@ -78,8 +78,34 @@ impl Usage {
 /// Whether an NSD answers (status) and whether new data may go to it (availability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DiskStatus {
+    /// Serving: takes writes and reads.
     Up,
+    /// Not reachable, or failed a write: skipped by readers and writers
+    /// until its node is back, when it becomes `Recovering`.
     Down,
+    /// Back, and being brought up to date from its chain peers: takes
+    /// writes, serves no reads until it is `Up` again.
+    Recovering,
+    /// Taken out by an administrator (`weft disk stop`): down until `weft
+    /// disk start`, whatever its node does.
+    Stopped,
+}
+
+impl DiskStatus {
+    /// Whether it takes writes in its chains.
+    pub fn takes_writes(self) -> bool {
+        matches!(self, DiskStatus::Up | DiskStatus::Recovering)
+    }
+
+    /// The word `weft disk list` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiskStatus::Up => "up",
+            DiskStatus::Down => "down",
+            DiskStatus::Recovering => "recovering",
+            DiskStatus::Stopped => "stopped",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

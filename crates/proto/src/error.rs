@@ -69,13 +69,19 @@ pub enum ErrorKind {
     /// reachable. Retryable once the quorum is back.
     NoQuorum,
     Internal,
+    /// The chain table changed under the request (a member went down or
+    /// came back): fetch the configuration again and resend.
+    ChainChanged,
 }
 
 impl ErrorKind {
     /// Whether the same request may succeed if sent again later (the cause is
     /// transient: no quorum, a node not serving yet), as opposed to a refusal.
     pub fn is_retryable(self) -> bool {
-        matches!(self, ErrorKind::NoQuorum | ErrorKind::NoService)
+        matches!(
+            self,
+            ErrorKind::NoQuorum | ErrorKind::NoService | ErrorKind::ChainChanged
+        )
     }
 }
 

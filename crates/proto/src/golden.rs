@@ -35,9 +35,9 @@ use crate::error::{ErrorKind, RemoteError};
 use crate::frame::{decode_body, encode_frame, FrameKind, HEADER_LEN, WIRE_VERSION};
 use crate::layout::Layout;
 use crate::msg::{
-    Auth, AuthReply, ConfigChange, Hello, HelloReply, JoinClaim, JoinRequest, MetaRequest,
-    NodeLiveness, NodeRequest, NodeState, NsdRequest, NsdStat, QuorumRequest, RaftKind, Request,
-    Response,
+    Auth, AuthReply, ChunkVersion, ConfigChange, DiskAction, Hello, HelloReply, JoinClaim,
+    JoinRequest, MetaRequest, NodeLiveness, NodeRequest, NodeState, NsdRequest, NsdStat,
+    QuorumRequest, RaftKind, Request, Response,
 };
 use crate::types::{
     Attr, ByteLock, ChunkId, DirEntry, FileKind, FsCounters, Ino, LockKind, LockReply, NewNode,
@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 5;
+const TABLE_WIRE_VERSION: u16 = 6;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -122,8 +122,10 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 offset: 4096,
                 sync: true,
                 direct: false,
+                chain_ver: 0,
+                chain: u32::MAX,
             }),
-            "00000507aa808080808040090380200100",
+            "00000507aa80808080804009038020010000ffffffff0f",
         ),
         (
             "NsdRequest::Read",
@@ -183,13 +185,46 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 nsd: 5,
                 chunk: chunk_id(),
                 len: 8192,
+                chain_ver: 0,
+                chain: u32::MAX,
             }),
-            "00070507aa80808080804009038040",
+            "00070507aa8080808080400903804000ffffffff0f",
         ),
         (
             "NsdRequest::Barrier",
             nsd(NsdRequest::Barrier { nsds: vec![5, 6] }),
             "0008020506",
+        ),
+        (
+            "NsdRequest::ChunkVersions",
+            nsd(NsdRequest::ChunkVersions {
+                nsd: 5,
+                after: Some(chunk_id()),
+                limit: 4096,
+                chain_ver: 3,
+            }),
+            "0009050107aa8080808080400903802003",
+        ),
+        (
+            "NsdRequest::ChunkVersion",
+            nsd(NsdRequest::ChunkVersion {
+                nsd: 5,
+                chunk: chunk_id(),
+            }),
+            "000a0507aa8080808080400903",
+        ),
+        (
+            "NsdRequest::PutChunk",
+            nsd(NsdRequest::PutChunk {
+                nsd: 5,
+                chunk: chunk_id(),
+                version: 9,
+                chain_ver: 2,
+                chain: 1,
+                expect: Some((8, 2)),
+                under: 3,
+            }),
+            "000b0507aa808080808040090309020101080203",
         ),
         // Requests to the meta role.
         (
@@ -488,6 +523,40 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "0204",
         ),
         (
+            "ConfigChange::SetDiskStates",
+            quorum(QuorumRequest::Change(ConfigChange::SetDiskStates(vec![
+                (3, DiskStatus::Down),
+                (4, DiskStatus::Recovering),
+            ]))),
+            "0202030203010402",
+        ),
+        (
+            "QuorumRequest::DiskFailed",
+            quorum(QuorumRequest::DiskFailed {
+                nsd: 3,
+                chain_ver: 7,
+                reason: "reset".into(),
+            }),
+            "02060307057265736574",
+        ),
+        (
+            "QuorumRequest::DiskSynced",
+            quorum(QuorumRequest::DiskSynced {
+                nsd: 3,
+                chain_ver: 8,
+            }),
+            "02070308",
+        ),
+        (
+            "QuorumRequest::ChangeDisks",
+            quorum(QuorumRequest::ChangeDisks {
+                fs: "fs1".into(),
+                nsds: vec!["nsd3".into()],
+                action: DiskAction::Stop,
+            }),
+            "02080366733101046e73643300",
+        ),
+        (
             "QuorumRequest::Raft",
             quorum(QuorumRequest::Raft {
                 kind: RaftKind::Vote,
@@ -685,6 +754,22 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "Response::Device",
             response(Response::Device { free: 1 << 40 }),
             "18808080808020",
+        ),
+        (
+            "Response::ChunkVersions",
+            response(Response::ChunkVersions(vec![ChunkVersion {
+                chunk: chunk_id(),
+                len: 4096,
+                version: 9,
+                chain_ver: 2,
+                chain: 1,
+            }])),
+            "190107aa80808080804009038020090201",
+        ),
+        (
+            "Response::Applied",
+            response(Response::Applied(true)),
+            "1a01",
         ),
     ]
 }
@@ -980,6 +1065,9 @@ fn nsd_variant(r: &NsdRequest) -> &'static str {
         NsdRequest::ListChunks { .. } => "ListChunks",
         NsdRequest::Allocate { .. } => "Allocate",
         NsdRequest::Barrier { .. } => "Barrier",
+        NsdRequest::ChunkVersions { .. } => "ChunkVersions",
+        NsdRequest::ChunkVersion { .. } => "ChunkVersion",
+        NsdRequest::PutChunk { .. } => "PutChunk",
     }
 }
 
@@ -1027,6 +1115,9 @@ fn quorum_variant(r: &QuorumRequest) -> &'static str {
         QuorumRequest::Heartbeat { .. } => "Heartbeat",
         QuorumRequest::NodeStates => "NodeStates",
         QuorumRequest::Raft { .. } => "Raft",
+        QuorumRequest::DiskFailed { .. } => "DiskFailed",
+        QuorumRequest::DiskSynced { .. } => "DiskSynced",
+        QuorumRequest::ChangeDisks { .. } => "ChangeDisks",
     }
 }
 
@@ -1035,6 +1126,7 @@ fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::AddNsds(_) => "AddNsds",
         ConfigChange::CreateFs(_) => "CreateFs",
         ConfigChange::SetNodeAddr { .. } => "SetNodeAddr",
+        ConfigChange::SetDiskStates(_) => "SetDiskStates",
     }
 }
 
@@ -1074,6 +1166,8 @@ fn response_variant(r: &Response) -> &'static str {
         Response::NodeStates(_) => "NodeStates",
         Response::Mounts(_) => "Mounts",
         Response::Device { .. } => "Device",
+        Response::ChunkVersions(_) => "ChunkVersions",
+        Response::Applied(_) => "Applied",
     }
 }
 

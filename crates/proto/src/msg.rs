@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ClusterConfig, FsInfo, NsdInfo, Roles};
+use crate::config::{ClusterConfig, DiskStatus, FsInfo, NsdInfo, Roles};
 use crate::error::RemoteError;
 use crate::types::{
     Attr, ByteLock, ChunkId, Cred, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId,
@@ -110,6 +110,12 @@ pub enum NsdRequest {
         /// Write past the server's page cache (O_DIRECT), as an
         /// application's direct I/O asks.
         direct: bool,
+        /// The chain-table version the writer chose the chain's members
+        /// under; refused when the NSD knows a newer one (0: not checked).
+        chain_ver: u64,
+        /// Index in the pool's chain table of the chain the block lives on
+        /// (`u32::MAX`: not known), kept with the chunk for resyncs.
+        chain: u32,
     },
     /// Reads up to `len` bytes at `offset`; fewer come back past the chunk's end,
     /// none for an absent chunk (a hole).
@@ -160,10 +166,63 @@ pub enum NsdRequest {
         nsd: NsdId,
         chunk: ChunkId,
         len: u32,
+        /// As in `Write`.
+        chain_ver: u64,
+        chain: u32,
     },
     /// Makes every write these NSDs acknowledged before it durable (the
     /// metadata shard asks before it makes new file sizes durable).
     Barrier { nsds: Vec<NsdId> },
+    /// Version of every chunk after `after` (exclusive) in the NSD's order,
+    /// at most `limit`; answers [`Response::ChunkVersions`]. A resync
+    /// compares its peers' lists with its own.
+    ChunkVersions {
+        nsd: NsdId,
+        after: Option<ChunkId>,
+        limit: u32,
+        /// Answered only once the NSD knows this chain-table version, so
+        /// that it refuses writes of older ones from then on.
+        chain_ver: u64,
+    },
+    /// The version of one chunk; answers [`Response::ChunkVersions`] with
+    /// none (absent) or one.
+    ChunkVersion { nsd: NsdId, chunk: ChunkId },
+    /// Replaces a whole chunk with the frame's data (empty: deletes it),
+    /// with these versions, if its current (version, chain-table version)
+    /// is `expect` (`None`: whatever it is; an absent chunk is (0, 0)).
+    /// Answers [`Response::Applied`]. A resync and a read repair send it.
+    PutChunk {
+        nsd: NsdId,
+        chunk: ChunkId,
+        /// The versions and chain the copy keeps in its header.
+        version: u64,
+        chain_ver: u64,
+        chain: u32,
+        expect: Option<(u64, u64)>,
+        /// The chain-table version the copy is made under; refused when the
+        /// NSD knows a newer one.
+        under: u64,
+    },
+}
+
+/// One chunk replica's identity and version, as a resync compares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkVersion {
+    pub chunk: ChunkId,
+    pub len: u32,
+    /// Bumped by each change of the replica; [`ChunkVersion::UNREADABLE`]
+    /// for a replica whose header is damaged.
+    pub version: u64,
+    pub chain_ver: u64,
+    /// The chain it belongs to (`u32::MAX`: not known).
+    pub chain: u32,
+}
+
+/// The chain of a chunk written before chunks named theirs.
+pub const NO_CHAIN: u32 = u32::MAX;
+
+impl ChunkVersion {
+    pub const UNREADABLE: u64 = u64::MAX;
 }
 
 /// Requests to the meta role. Names are raw bytes (Linux file names).
@@ -359,6 +418,26 @@ pub enum QuorumRequest {
         kind: RaftKind,
         payload: Vec<u8>,
     },
+    /// A writer could not reach NSD `nsd` (or it failed a write) while it
+    /// was a member of a chain table of version `chain_ver`: the manager
+    /// marks it down unless it is the last member serving a chain.
+    DiskFailed {
+        nsd: NsdId,
+        chain_ver: u64,
+        reason: String,
+    },
+    /// NSD `nsd`, recovering, holds every chunk its chain peers hold, as of
+    /// chain-table version `chain_ver`: the manager marks it up.
+    DiskSynced {
+        nsd: NsdId,
+        chain_ver: u64,
+    },
+    /// `weft disk stop|start FS NSD...`.
+    ChangeDisks {
+        fs: String,
+        nsds: Vec<String>,
+        action: DiskAction,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,6 +469,16 @@ pub enum ConfigChange {
     CreateFs(Box<FsInfo>),
     /// A node's address changed (it restarted on another port).
     SetNodeAddr { node: NodeId, addr: String },
+    /// Disk states the cluster manager's planner (or an administrator)
+    /// decided; every chain table holding a changed NSD gets a new version.
+    SetDiskStates(Vec<(NsdId, DiskStatus)>),
+}
+
+/// What `weft disk stop|start` asks of the cluster manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DiskAction {
+    Stop,
+    Start,
 }
 
 /// A node as the cluster manager sees it.
@@ -491,6 +580,9 @@ pub enum Response {
     Device {
         free: u64,
     },
+    ChunkVersions(Vec<ChunkVersion>),
+    /// Whether a conditional change was made (its condition held).
+    Applied(bool),
 }
 
 #[cfg(test)]
@@ -525,6 +617,8 @@ mod tests {
                         offset,
                         sync,
                         direct: !sync,
+                        chain_ver: 0,
+                        chain: u32::MAX,
                     }
                 )),
             (any::<u64>(), arb_name()).prop_map(|(parent, name)| Request::Meta {

@@ -35,7 +35,7 @@ pub const XATTR_VALUE_MAX: usize = 64 * 1024;
 
 /// One block (or tail) of one file, as stored on an NSD. `gen` distinguishes
 /// a reused inode number from its predecessor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ChunkId {
     pub fs: FsId,
     pub ino: Ino,

@@ -73,6 +73,7 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             n.addr = addr.clone();
             Ok(())
         }
+        ConfigChange::SetDiskStates(changes) => crate::disks::apply(config, changes),
     }
 }
 

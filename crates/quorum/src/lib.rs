@@ -8,11 +8,13 @@
 //! writes a new cluster's first configuration there, which then seeds the
 //! Raft store.
 //! [`change`] holds the pure planners of configuration changes (node join,
-//! NSD registration, file system creation) and [`liveness`] the cluster
-//! manager's view of which nodes are alive.
+//! NSD registration, file system creation), [`disks`] the planner of disk
+//! states and chain membership, and [`liveness`] the cluster manager's view
+//! of which nodes are alive.
 
 pub mod change;
 pub mod conformance;
+pub mod disks;
 mod error;
 mod file_store;
 pub mod liveness;

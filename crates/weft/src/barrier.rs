@@ -1,8 +1,9 @@
 //! The data barrier of a metadata shard (see `weft_meta::DataBarrier`): asks
 //! every server of the file system's NSDs, in parallel, to make every write
 //! it acknowledged durable, before the shard makes new file sizes durable.
-//! The NSDs come from the newest configuration the node has; the node's own
-//! NSDs are reached without a socket. A server that fails is skipped for a
+//! The NSDs come from the newest configuration the node has (those that
+//! take writes: a down or stopped disk is skipped); the node's own NSDs are
+//! reached without a socket. A server that fails is skipped for a
 //! few seconds (and each skip reported), so a dead host does not hold every
 //! group commit for a timeout.
 
@@ -146,8 +147,11 @@ fn servers_of(cfg: &ClusterConfig, fs: FsId) -> BTreeMap<String, Vec<NsdId>> {
     };
     for table in &info.chain_tables {
         for id in table.chains.iter().flat_map(|c| c.nsds.iter()) {
+            // A disk that takes no writes holds nothing a size depends on:
+            // it is resynced from its chain peers before it serves again.
             let Some(addr) = cfg
                 .nsd(*id)
+                .filter(|n| n.status.takes_writes())
                 .and_then(|n| cfg.node(n.node))
                 .map(|n| n.addr.clone())
             else {

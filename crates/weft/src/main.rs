@@ -99,6 +99,12 @@ enum FsCommand {
 enum DiskCommand {
     /// List the NSDs of a file system with server, status and availability (like mmlsdisk).
     List(cmd::disk::DiskListArgs),
+    /// Take disks out of their chains (like mmchdisk stop); data stays
+    /// readable from their chain peers.
+    Stop(cmd::disk::DiskChangeArgs),
+    /// Bring stopped or down disks back (like mmchdisk start): they resync
+    /// from their chain peers and return to up by themselves.
+    Start(cmd::disk::DiskChangeArgs),
 }
 
 /// Where a running cluster is found: the data directory of `weft up`.
@@ -131,9 +137,11 @@ fn main() -> ExitCode {
         Command::Mount(a) => cluster::admin::mount(a),
         Command::Umount(a) => cluster::admin::umount(a),
         Command::Df(a) => cmd::df::run(a),
-        Command::Disk {
-            cmd: DiskCommand::List(a),
-        } => cmd::disk::run(a),
+        Command::Disk { cmd } => match cmd {
+            DiskCommand::List(a) => cmd::disk::run(a),
+            DiskCommand::Stop(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Stop),
+            DiskCommand::Start(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Start),
+        },
         Command::Perf(a) => cmd::perf::run(a),
         Command::Health(a) => cmd::health::run(a),
         Command::Cluster { cmd } => match cmd {

@@ -13,9 +13,9 @@ use crate::ops::write::WriteMode;
 use crate::store::Store;
 
 impl Store {
-    /// Makes the chunk at least `len` bytes long, creating it; returns how
-    /// the bytes allocated to it changed.
-    pub fn allocate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
+    /// Makes the chunk at least `len` bytes long, creating it (`mode`
+    /// names its chain); returns how the bytes allocated to it changed.
+    pub fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError> {
         self.check_range(0, u64::from(len))?;
         let _guard = self.locks.lock(c);
         let path = self.paths.chunk(c);
@@ -32,6 +32,11 @@ impl Store {
             return Ok(0);
         }
         let zeros = vec![0u8; (len - have) as usize];
-        self.write_locked(c, have, &zeros, WriteMode::default())
+        let mode = WriteMode {
+            sync: false,
+            direct: false,
+            ..mode
+        };
+        self.write_locked(c, have, &zeros, mode)
     }
 }

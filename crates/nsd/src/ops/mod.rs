@@ -10,4 +10,5 @@ mod list_chunks;
 pub(crate) mod read;
 mod sync;
 mod truncate;
+mod versions;
 pub(crate) mod write;

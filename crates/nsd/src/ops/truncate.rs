@@ -36,7 +36,8 @@ impl Store {
             return Ok(0);
         }
         let new = plan_truncate(old, len, |p| chunk_file::read_piece(&file, old, p))
-            .map_err(|e| self.chunk_error(c, &path, e))?;
+            .map_err(|e| self.chunk_error(c, &path, e))?
+            .bumped(0, crate::chunk::NO_CHAIN);
         let _logged = self
             .intents
             .change(c)

@@ -23,7 +23,7 @@ use crate::store::Store;
 use crate::update::plan_write;
 
 /// How a write reaches the disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteMode {
     /// The chunk (and any directory entry the write made) is durable on
     /// return.
@@ -31,6 +31,24 @@ pub struct WriteMode {
     /// The data goes past the page cache (O_DIRECT) where it starts on a
     /// page boundary and the file system allows it; otherwise through it.
     pub direct: bool,
+    /// The chain-table version the writer sent this under, kept in the
+    /// chunk's header (0: not known, the old one stays).
+    pub chain_ver: u64,
+    /// The chain (index in the pool's chain table) the chunk belongs to,
+    /// kept in its header so a resync finds the chunks of one chain
+    /// ([`crate::chunk::NO_CHAIN`]: not known, the old one stays).
+    pub chain: u32,
+}
+
+impl Default for WriteMode {
+    fn default() -> Self {
+        WriteMode {
+            sync: false,
+            direct: false,
+            chain_ver: 0,
+            chain: crate::chunk::NO_CHAIN,
+        }
+    }
 }
 
 impl Store {
@@ -63,12 +81,15 @@ impl Store {
         let path = self.paths.chunk(c);
         let Some(file) = chunk_file::open(&path, true).map_err(|e| self.io("open", &path, e))?
         else {
-            return self.replace(c, &path, None, offset, data, mode);
+            let header = self.new_header(None, offset, data, mode)?;
+            return self.replace(c, &path, None, header, offset, data, mode);
         };
         let whole_block = offset == 0 && data.len() as u64 == u64::from(self.spec.block_size);
         match chunk_file::load(&file) {
             Ok(loaded) if offset == 0 && data.len() as u64 >= u64::from(loaded.header.len) => {
-                self.replace(c, &path, Some(loaded.header.len), offset, data, mode)
+                let old = &loaded.header;
+                let header = self.new_header(Some(old.version), offset, data, mode)?;
+                self.replace(c, &path, Some(old.len), header, offset, data, mode)
             }
             Ok(loaded) => self.write_in_place(c, &path, &file, &loaded, offset, data, mode),
             // A whole block replaces a damaged chunk: that is how it is rebuilt.
@@ -76,24 +97,46 @@ impl Store {
                 tracing::warn!(nsd = %self.nsd, path = %path.display(), %reason, "replacing damaged chunk with a whole block");
                 let old = chunk_file::accounted_len(&file, self.spec.block_size)
                     .map_err(|e| self.io("read header of", &path, e))?;
-                self.replace(c, &path, Some(old), offset, data, mode)
+                // Its version is lost with its header: one no write makes.
+                let version = crate::recover::RECOVERED_VERSION;
+                let header = self.new_header(Some(version), offset, data, mode)?;
+                self.replace(c, &path, Some(old), header, offset, data, mode)
             }
             Err(e) => Err(self.chunk_error(c, &path, e)),
         }
     }
 
-    /// Writes a new chunk file beside the old one and renames it into place.
-    fn replace(
+    /// The header of a chunk made of `data` alone at `offset`, one version
+    /// past the chunk it replaces (`prev`).
+    fn new_header(
+        &self,
+        prev: Option<u64>,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> Result<ChunkHeader, RequestError> {
+        let base = ChunkHeader {
+            version: prev.unwrap_or(0),
+            ..ChunkHeader::empty()
+        };
+        Ok(plan_write(&base, offset, data, |_| Err(()))
+            .map_err(|()| self.internal("a new chunk needed old bytes"))?
+            .bumped(mode.chain_ver, mode.chain))
+    }
+
+    /// Writes a new chunk file with `header` beside the old one (`old`: its
+    /// accounted length) and renames it into place.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn replace(
         &self,
         c: &ChunkId,
         path: &Path,
         old: Option<u32>,
+        header: ChunkHeader,
         offset: u32,
         data: &[u8],
         mode: WriteMode,
     ) -> Result<i64, RequestError> {
-        let header = plan_write(&ChunkHeader::empty(), offset, data, |_| Err(()))
-            .map_err(|()| self.internal("a new chunk needed old bytes"))?;
         self.reserve(old, Some(header.len))?;
         let tmp = self
             .paths
@@ -191,7 +234,8 @@ impl Store {
     ) -> Result<i64, RequestError> {
         let old = &loaded.header;
         let new = plan_write(old, offset, data, |p| chunk_file::read_piece(file, old, p))
-            .map_err(|e| self.chunk_error(c, path, e))?;
+            .map_err(|e| self.chunk_error(c, path, e))?
+            .bumped(mode.chain_ver, mode.chain);
         let _logged = self
             .intents
             .change(c)

@@ -73,6 +73,8 @@ impl Env {
                     offset,
                     sync: false,
                     direct,
+                    chain_ver: 0,
+                    chain: u32::MAX,
                 },
                 Bytes::copy_from_slice(data),
             )
@@ -153,7 +155,13 @@ impl Env {
     }
 
     pub fn allocate(&self, nsd: NsdId, chunk: ChunkId, len: u32) -> Response {
-        self.request(NsdRequest::Allocate { nsd, chunk, len })
+        self.request(NsdRequest::Allocate {
+            nsd,
+            chunk,
+            len,
+            chain_ver: 0,
+            chain: u32::MAX,
+        })
     }
 
     pub fn stats(&self) -> Vec<NsdStat> {

@@ -205,6 +205,8 @@ fn sync_and_synced_writes() {
             offset: 0,
             sync: true,
             direct: false,
+            chain_ver: 0,
+            chain: u32::MAX,
         },
         pattern(6, 5000).into(),
     );
@@ -217,6 +219,8 @@ fn sync_and_synced_writes() {
             offset: 10,
             sync: true,
             direct: true,
+            chain_ver: 0,
+            chain: u32::MAX,
         },
         vec![0xee; 10].into(),
     );

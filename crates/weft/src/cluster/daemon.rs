@@ -5,7 +5,10 @@
 //!   keep a copy in `DATA/config-cache.json` so I/O goes on when the quorum is
 //!   unreachable, and open the meta shards and NSDs placed on this node;
 //! - heartbeat the cluster manager (every node) and, on the manager, add
-//!   joined quorum nodes to the Raft group;
+//!   joined quorum nodes to the Raft group and turn node liveness into disk
+//!   states (see `weft_quorum::disks`);
+//! - tell the NSD server each of its NSDs' chain state, and resync this
+//!   node's recovering NSDs from their chain peers (see `resync`);
 //! - serve the FUSE mounts `weft mount` asks for.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +32,7 @@ use weft_quorum::{ConfigStore, RaftStore, RaftTiming, RaftTransport};
 use super::call::call_manager;
 use super::manager::Manager;
 use super::node_config::NodeConfig;
+use super::resync::Resyncs;
 use crate::datadir::DataDir;
 use crate::node::{Node, NodeControl, QuorumRole};
 
@@ -290,7 +294,11 @@ fn reconcile(
         .filter(|n| n.node == me && used.contains(&n.id))
         .collect();
     let ids: BTreeSet<u32> = mine.iter().map(|n| n.id).collect();
+    let states = super::resync::chain_states(cfg, me);
     if ids == served.nsds {
+        if let Some(s) = node.nsd_server() {
+            s.set_chain_states(states);
+        }
         return;
     }
     let mut specs = Vec::new();
@@ -307,6 +315,9 @@ fn reconcile(
     }
     match NsdServer::open(specs, &cfg.cluster_id) {
         Ok(s) => {
+            // Before the first request: a disk that missed writes takes
+            // none routed by the tables it missed.
+            s.set_chain_states(states);
             node.set_nsd(s);
             served.nsds = ids;
             info!(nsds = ?served.nsds, "serving NSDs");
@@ -414,6 +425,10 @@ async fn serve_node(
             )) as Arc<dyn weft_meta::DataBarrier>
         })
     };
+    // Resyncs copy chunks between NSD servers, this node's own included.
+    let resync_pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-resync"), 2));
+    resync_pool.set_local(&cfg.listen, handler.clone());
+    let resyncs = Arc::new(Resyncs::default());
     let mut served = Served::default();
     reconcile(
         &node,
@@ -443,11 +458,13 @@ async fn serve_node(
         let dir = DataDir::new(&dir.root);
         tokio::spawn(async move {
             let mut epoch = config.epoch;
+            let mut current = config.clone();
             let mut quorum_addrs = cfg.quorum_addrs.clone();
             let mut was_leader = false;
             let beat = (fdt / 4).clamp(Duration::from_millis(300), Duration::from_secs(3));
             loop {
                 tokio::time::sleep(beat).await;
+                resyncs.reconcile(&current, cfg.node_id, &resync_pool, &quorum_addrs);
                 if let Some(m) = &manager {
                     let leader = m.raft().leadership().state.is_leader();
                     if leader && !was_leader {
@@ -456,6 +473,7 @@ async fn serve_node(
                     was_leader = leader;
                     if leader {
                         m.reconcile_voters().await;
+                        m.reconcile_disks().await;
                     }
                 }
                 let hb = QuorumRequest::Heartbeat {
@@ -480,6 +498,7 @@ async fn serve_node(
                     continue;
                 }
                 epoch = c.epoch;
+                current = c.clone();
                 quorum_addrs = c
                     .nodes
                     .iter()

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 use tracing::{info, warn};
 use weft_net::Secret;
+use weft_proto::config::ClusterConfig;
 use weft_proto::msg::{JoinRequest, NodeLiveness, QuorumRequest};
 use weft_proto::{ErrorKind, RemoteError, Response};
+use weft_quorum::disks::{self, DiskChanges};
 use weft_quorum::liveness::Liveness;
 use weft_quorum::{change, ConfigStore, QuorumError, RaftStore};
 
@@ -106,6 +108,41 @@ impl Manager {
                 self.lock_liveness().heartbeat(node, epoch, Instant::now());
                 Response::Epoch(self.raft.get().map(|c| c.epoch).unwrap_or(0))
             }),
+            QuorumRequest::DiskFailed {
+                nsd,
+                chain_ver,
+                reason,
+            } => self.not_leader().unwrap_or_else(|| {
+                let plan = move |c: &ClusterConfig| disks::plan_failed(c, nsd, chain_ver);
+                let r = self.commit_disks(&plan);
+                if matches!(r, Response::Config(_)) {
+                    info!(nsd, chain_ver, %reason, "disk failure reported");
+                }
+                r
+            }),
+            QuorumRequest::DiskSynced { nsd, chain_ver } => {
+                self.not_leader().unwrap_or_else(|| {
+                    self.commit_disks(&move |c: &ClusterConfig| {
+                        disks::plan_synced(c, nsd, chain_ver)
+                    })
+                })
+            }
+            QuorumRequest::ChangeDisks { fs, nsds, action } => {
+                self.not_leader().unwrap_or_else(|| {
+                    let Some(cfg) = self.raft.get() else {
+                        return quorum_error(QuorumError::Refused {
+                            reason: "no configuration yet".into(),
+                        });
+                    };
+                    // Refusals come from the planner on the current state.
+                    if let Err(e) = disks::plan_admin(&cfg, &fs, &nsds, action) {
+                        return quorum_error(e);
+                    }
+                    self.commit_disks(&move |c: &ClusterConfig| {
+                        disks::plan_admin(c, &fs, &nsds, action).unwrap_or_default()
+                    })
+                })
+            }
             QuorumRequest::NodeStates => self.not_leader().unwrap_or_else(|| {
                 let Some(cfg) = self.raft.get() else {
                     return Response::NodeStates(Vec::new());
@@ -120,6 +157,72 @@ impl Manager {
                 }
                 Response::NodeStates(states)
             }),
+        }
+    }
+
+    /// Commits the disk changes `plan` makes of the current configuration
+    /// (planned again inside the commit, so it sees every earlier change);
+    /// answers the configuration, unchanged when there is nothing to do.
+    fn commit_disks(
+        &self,
+        plan: &(dyn Fn(&ClusterConfig) -> DiskChanges + Send + Sync),
+    ) -> Response {
+        let Some(cfg) = self.raft.get() else {
+            return Response::Error(RemoteError::new(
+                ErrorKind::NoQuorum,
+                "this quorum node holds no configuration yet",
+            ));
+        };
+        if plan(&cfg).is_empty() {
+            return Response::Config(Box::new(cfg));
+        }
+        let apply = |c: &mut ClusterConfig| {
+            let changes = plan(c);
+            for (nsd, st) in &changes {
+                let name = c.nsd(*nsd).map(|n| n.name.clone()).unwrap_or_default();
+                info!(nsd, %name, status = st.as_str(), "disk status changes");
+            }
+            disks::apply(c, &changes)
+        };
+        match self.rt.block_on(self.raft.update(&apply)) {
+            Ok(cfg) => Response::Config(Box::new(cfg)),
+            Err(e) => quorum_error(e),
+        }
+    }
+
+    /// On the leader: takes the NSDs of nodes that missed the failure
+    /// detection time down, and makes those of nodes back recovering.
+    pub async fn reconcile_disks(&self) {
+        if !self.raft.leadership().state.is_leader() {
+            return;
+        }
+        let Some(cfg) = self.raft.get() else { return };
+        let ids: Vec<u32> = cfg.nodes.iter().map(|n| n.id).collect();
+        let me = self.raft.id() as u32;
+        let states = self.lock_liveness().states(&ids, Instant::now());
+        let alive = move |node: u32| -> Option<bool> {
+            if node == me {
+                return Some(true);
+            }
+            match states.iter().find(|s| s.node == node)?.state {
+                NodeLiveness::Active => Some(true),
+                NodeLiveness::Down => Some(false),
+                NodeLiveness::Arbitrating => None,
+            }
+        };
+        if disks::plan_liveness(&cfg, &alive).is_empty() {
+            return;
+        }
+        let apply = |c: &mut ClusterConfig| {
+            let changes = disks::plan_liveness(c, &alive);
+            for (nsd, st) in &changes {
+                let name = c.nsd(*nsd).map(|n| n.name.clone()).unwrap_or_default();
+                info!(nsd, %name, status = st.as_str(), "disk status changes with its node's liveness");
+            }
+            disks::apply(c, &changes)
+        };
+        if let Err(e) = self.raft.update(&apply).await {
+            warn!(error = %e, "cannot commit disk status changes");
         }
     }
 

@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod devices;
 pub mod manager;
 pub mod node_config;
+pub mod resync;
 pub mod token;
 
 use std::path::PathBuf;

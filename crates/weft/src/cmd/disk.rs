@@ -1,9 +1,18 @@
-//! `weft disk list NAME`: each NSD with its server, status and availability,
-//! like GPFS `mmlsdisk`. Status is asked of the serving node now: an NSD
-//! whose server does not answer, or reports it unhealthy, is `down`.
+//! `weft disk list|stop|start`, like GPFS `mmlsdisk` and `mmchdisk`.
+//!
+//! `list` shows each NSD of a file system with its server, failure group,
+//! what it holds, its status as the cluster manager decided it (`up`,
+//! `down`, `recovering` while a resync brings it up to date, `stopped` by an
+//! administrator), its availability, its pool, and whether its server
+//! answers right now. `stop` takes disks out of their chains (refused for a
+//! chain's last member taking writes); `start` makes stopped or down disks
+//! recovering: their node resyncs them from their chain peers, and they go
+//! back to `up` by themselves.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use weft_proto::config::Availability;
+use weft_proto::msg::{DiskAction, QuorumRequest};
+use weft_proto::Response;
 
 use crate::admin;
 use crate::Target;
@@ -16,24 +25,44 @@ pub struct DiskListArgs {
     target: Target,
 }
 
+#[derive(clap::Args)]
+pub struct DiskChangeArgs {
+    /// File system name.
+    name: String,
+    /// NSD names.
+    #[arg(required = true)]
+    disks: Vec<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
 pub fn run(args: DiskListArgs) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
         let (cluster, client) = admin::client(&args.target, &args.name).await?;
-        let cfg = cluster.config();
+        // The newest disk states: the cluster manager's configuration.
+        let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
         let fs = client.fs_info();
-        let stats = cluster.nsd_stats().await.unwrap_or_default();
+        let (stats, _) = cluster.nsd_stats_partial().await;
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<6} {:<12} {:<10}",
-            "disk", "", "failure", "holds", "holds", "", "", "storage"
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
+            "disk", "", "failure", "holds", "holds", "", "", "storage", "server"
         );
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<6} {:<12} {:<10}",
-            "name", "server", "group", "metadata", "data", "status", "availability", "pool"
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
+            "name",
+            "server",
+            "group",
+            "metadata",
+            "data",
+            "status",
+            "availability",
+            "pool",
+            "answers"
         );
         println!(
-            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:-<6} {:-<12} {:-<10}",
-            "", "", "", "", "", "", "", ""
+            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:-<10} {:-<12} {:-<10} {:-<7}",
+            "", "", "", "", "", "", "", "", ""
         );
         for nsd in cfg
             .nsds
@@ -44,9 +73,9 @@ pub fn run(args: DiskListArgs) -> Result<()> {
                 .node(nsd.node)
                 .map(|n| format!("{} ({})", n.name, n.addr))
                 .unwrap_or_else(|| format!("node {}", nsd.node));
-            let up = stats.iter().any(|s| s.nsd == nsd.id && s.healthy);
+            let answers = stats.iter().any(|s| s.nsd == nsd.id && s.healthy);
             println!(
-                "{:<12} {:<22} {:>7} {:<8} {:<5} {:<6} {:<12} {:<10}",
+                "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
                 nsd.name,
                 server,
                 nsd.failure_group,
@@ -56,14 +85,43 @@ pub fn run(args: DiskListArgs) -> Result<()> {
                     "no"
                 },
                 if nsd.usage.holds_data() { "yes" } else { "no" },
-                if up { "up" } else { "down" },
+                nsd.status.as_str(),
                 match nsd.availability {
                     Availability::Ready => "ready",
                     Availability::Suspended => "suspended",
                 },
-                nsd.pool
+                nsd.pool,
+                if answers { "yes" } else { "no" }
             );
         }
         Ok(())
+    })
+}
+
+/// `weft disk stop|start NAME DISK...`.
+pub fn change(args: DiskChangeArgs, action: DiskAction) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        let req = QuorumRequest::ChangeDisks {
+            fs: args.name.clone(),
+            nsds: args.disks.clone(),
+            action,
+        };
+        match cluster.call_manager(req).await? {
+            Response::Config(c) => {
+                for name in &args.disks {
+                    let status = c
+                        .nsds
+                        .iter()
+                        .find(|n| &n.name == name)
+                        .map_or("unknown", |n| n.status.as_str());
+                    println!("{name}: {status}");
+                }
+                Ok(())
+            }
+            Response::Error(e) => bail!("{}", e.message),
+            other => bail!("the cluster manager answered {other:?}"),
+        }
     })
 }

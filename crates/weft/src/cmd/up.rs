@@ -21,6 +21,7 @@ use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
 use weft_quorum::{ConfigStore, FileStore};
 
 use crate::cluster::manager::Manager;
+use crate::cluster::resync::{chain_states, Resyncs};
 use crate::datadir::{fs_capacity, plan_cluster, DataDir, DirState, NewCluster, DEFAULT_FS};
 use crate::node::{Node, QuorumRole};
 use crate::size::{parse_size, show_size};
@@ -324,7 +325,9 @@ pub fn run(args: UpArgs) -> Result<()> {
         .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
     let meta = MetaServer::open(&dir.meta(&fs.name, 0), spec)?;
     report_recovery(&config, &nsd);
+    nsd.set_chain_states(chain_states(&config, 1));
     let raft_view = raft.clone();
+    let raft_disks = raft.clone();
     let manager = Manager::new(
         raft,
         secret.clone(),
@@ -347,6 +350,25 @@ pub fn run(args: UpArgs) -> Result<()> {
         )));
     }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
+    // Disk states (`weft disk stop|start`): the NSD server follows them and
+    // a started disk is resynced from its chain peers.
+    let disks = {
+        let (local, raft) = (local.clone(), raft_disks);
+        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-resync", 2));
+        pool.set_local(&addr, node.clone());
+        let quorum = vec![addr.clone()];
+        rt.spawn(async move {
+            let resyncs = Resyncs::default();
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                let Some(c) = raft.get() else { continue };
+                if let Some(s) = local.nsd_server() {
+                    s.set_chain_states(chain_states(&c, 1));
+                }
+                resyncs.reconcile(&c, 1, &pool, &quorum);
+            }
+        })
+    };
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
         .context("cannot write the run file")?;
 
@@ -360,6 +382,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         rt.handle().clone(),
     ));
     // Unmounted: nothing changes any more.
+    disks.abort();
     local.close_meta();
     server.abort();
     let _ = std::fs::remove_file(dir.addr_file());

@@ -1,0 +1,229 @@
+//! Where a block's requests go under the newest chain table, and what a
+//! failed request means.
+//!
+//! A chain's members are fixed; their disk status decides their part: `up`
+//! members serve reads and take writes, `recovering` ones take writes only
+//! (a resync is bringing them up to date), `down` and `stopped` ones get
+//! nothing. Writers send to the `up` members first and to the `recovering`
+//! ones after, so a resync that copies a chunk from an `up` member never
+//! overwrites a newer write with an older copy (see `docs/replication.md`).
+//!
+//! A member that cannot be reached is reported to the cluster manager, which
+//! marks it down (unless it is the chain's last `up` member); the request is
+//! then sent again under the new table. An NSD that refuses a request routed
+//! by an old table (`ChainChanged`) makes the writer fetch the configuration
+//! and resend. Any other failure (no space, a bad request) goes back to the
+//! application.
+
+use std::time::Duration;
+
+use weft_net::NetError;
+use weft_proto::config::{ClusterConfig, DiskStatus};
+use weft_proto::layout::Layout;
+use weft_proto::types::{FsId, NsdId};
+use weft_proto::ErrorKind;
+
+use crate::ClientError;
+
+/// How long a request keeps being resent while its chain's members fail
+/// before the failure goes back to the application.
+pub(crate) const FAILOVER_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The members of one block's chain, by part, under one table version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// Index of the chain in its table.
+    pub chain: u32,
+    /// The chain table's version.
+    pub version: u64,
+    /// Members that serve reads and take writes, in chain order.
+    pub serving: Vec<NsdId>,
+    /// Members being resynced: writes only, sent after the serving ones.
+    pub syncing: Vec<NsdId>,
+    /// Every member, whatever its state (the replication factor).
+    pub members: usize,
+}
+
+impl Route {
+    /// Every member a change goes to, serving ones first.
+    pub fn writers(&self) -> impl Iterator<Item = NsdId> + '_ {
+        self.serving.iter().chain(&self.syncing).copied()
+    }
+}
+
+/// The route of `block` of a file laid out as `layout` in file system `fs`.
+pub(crate) fn route(
+    cfg: &ClusterConfig,
+    fs: FsId,
+    layout: &Layout,
+    block: u64,
+) -> Result<Route, ClientError> {
+    let info = cfg
+        .filesystems
+        .iter()
+        .find(|f| f.id == fs)
+        .ok_or_else(|| ClientError::Config(format!("file system id {fs} is not configured")))?;
+    // One pool per file system for now: the pool index names the table.
+    let table = info.chain_tables.get(layout.pool as usize).ok_or_else(|| {
+        ClientError::Config(format!(
+            "file system {} has no pool {}",
+            info.name, layout.pool
+        ))
+    })?;
+    let idx = layout.chain_of(block);
+    let chain = table
+        .chains
+        .get(idx as usize)
+        .filter(|c| !c.nsds.is_empty())
+        .ok_or_else(|| {
+            ClientError::Config(format!(
+                "chain {idx} of pool {} is missing or empty",
+                table.pool
+            ))
+        })?;
+    let status = |id: &NsdId| cfg.nsd(*id).map_or(DiskStatus::Down, |n| n.status);
+    Ok(Route {
+        chain: idx,
+        version: table.version,
+        serving: chain
+            .nsds
+            .iter()
+            .copied()
+            .filter(|n| status(n) == DiskStatus::Up)
+            .collect(),
+        syncing: chain
+            .nsds
+            .iter()
+            .copied()
+            .filter(|n| status(n) == DiskStatus::Recovering)
+            .collect(),
+        members: chain.nsds.len(),
+    })
+}
+
+/// What a failed request to one member means for the request.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The table changed: fetch the configuration and resend.
+    Stale,
+    /// The member could not be reached: report it, then resend.
+    Unreachable(String),
+    /// This replica is damaged (checksum or header): read another.
+    Damaged(String),
+    /// Anything else: the application gets it.
+    Fatal(ClientError),
+}
+
+pub(crate) fn classify(e: ClientError) -> Failure {
+    match &e {
+        ClientError::Net(NetError::Remote(r)) => match r.kind {
+            ErrorKind::ChainChanged => Failure::Stale,
+            // A node that serves no such NSD (yet): as good as unreachable.
+            ErrorKind::NoService => Failure::Unreachable(e.to_string()),
+            ErrorKind::Io => Failure::Damaged(e.to_string()),
+            _ => Failure::Fatal(e),
+        },
+        ClientError::Net(n) if n.is_retryable() => Failure::Unreachable(e.to_string()),
+        _ => Failure::Fatal(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::config::{
+        plan_chain_table, Availability, FsInfo, NsdInfo, Usage, FORMAT_VERSION,
+    };
+    use weft_proto::types::Timespec;
+    use weft_proto::RemoteError;
+
+    fn cfg(status: &[DiskStatus]) -> ClusterConfig {
+        let nsds: Vec<NsdInfo> = status
+            .iter()
+            .enumerate()
+            .map(|(i, s)| NsdInfo {
+                id: i as u32 + 1,
+                name: format!("nsd{}", i + 1),
+                node: i as u32 + 1,
+                device: String::new(),
+                failure_group: i as u32 + 1,
+                usage: Usage::DataAndMetadata,
+                pool: "system".into(),
+                size: 1 << 30,
+                status: *s,
+                availability: Availability::Ready,
+            })
+            .collect();
+        let table = plan_chain_table("system", 7, &nsds, 3).unwrap();
+        ClusterConfig {
+            format_version: FORMAT_VERSION,
+            epoch: 1,
+            cluster_id: String::new(),
+            name: "c".into(),
+            nodes: Vec::new(),
+            nsds,
+            filesystems: vec![FsInfo {
+                id: 1,
+                name: "fs1".into(),
+                block_size: 1 << 20,
+                subblock_size: 1 << 15,
+                inode_size: 4096,
+                default_meta_replicas: 1,
+                max_meta_replicas: 1,
+                default_data_replicas: 3,
+                max_data_replicas: 3,
+                allocation: "cluster".into(),
+                created: Timespec::default(),
+                format_version: FORMAT_VERSION,
+                max_inodes: 0,
+                data_in_inode: false,
+                shards: Vec::new(),
+                chain_tables: vec![table],
+            }],
+        }
+    }
+
+    #[test]
+    fn members_take_their_part_by_status() {
+        use DiskStatus::*;
+        let c = cfg(&[Up, Recovering, Down, Stopped]);
+        let layout = Layout {
+            pool: 0,
+            table_version: 7,
+            first_chain: 0,
+            stripe_width: 4,
+            block_size: 1 << 20,
+        };
+        // Chain 0 is (1, 2, 3).
+        let r = route(&c, 1, &layout, 0).unwrap();
+        assert_eq!((r.serving.clone(), r.syncing.clone()), (vec![1], vec![2]));
+        assert_eq!((r.version, r.members, r.chain), (7, 3, 0));
+        assert_eq!(r.writers().collect::<Vec<_>>(), vec![1, 2]);
+        // Chain 2 is (3, 4, 1).
+        let r = route(&c, 1, &layout, 2).unwrap();
+        assert_eq!((r.serving, r.syncing), (vec![1], vec![]));
+        assert!(route(&c, 2, &layout, 0).is_err(), "unknown file system");
+    }
+
+    #[test]
+    fn failures_are_sorted_by_what_to_do() {
+        let remote = |kind| ClientError::Net(NetError::Remote(RemoteError::new(kind, "x")));
+        assert!(matches!(
+            classify(remote(ErrorKind::ChainChanged)),
+            Failure::Stale
+        ));
+        assert!(matches!(
+            classify(remote(ErrorKind::Io)),
+            Failure::Damaged(_)
+        ));
+        assert!(matches!(
+            classify(remote(ErrorKind::NoSpace)),
+            Failure::Fatal(_)
+        ));
+        let gone = ClientError::Net(NetError::Closed {
+            addr: "a".into(),
+            reason: "reset".into(),
+        });
+        assert!(matches!(classify(gone), Failure::Unreachable(_)));
+    }
+}

@@ -1,0 +1,370 @@
+//! Resync of this node's `recovering` NSDs from their chain peers, then
+//! `DiskSynced` to the cluster manager, which marks them `up`.
+//!
+//! For each chain that holds the recovering NSD, the source is the chain's
+//! first `up` member. The NSD's own chunks are listed first, then the
+//! source's (it answers only once it knows the chain-table version the
+//! resync runs under, so from then on it refuses writes routed by an older
+//! table). A chunk of that chain that is missing here or differs in version
+//! is copied whole from the source, conditional on the replica here not
+//! having changed since it was listed; a chunk here that the source does not
+//! hold was deleted meanwhile and is removed. Writers send to `up` members
+//! before `recovering` ones, so a write that lands during the copy reaches
+//! this NSD after the source: it is either in the copy or applied on top of
+//! it. Passes repeat until one finds nothing to do; then the NSD's writes
+//! are made durable and the manager is told.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+use bytes::Bytes;
+use futures::stream::{self, StreamExt};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use weft_net::{NetError, Pool};
+use weft_proto::config::{ClusterConfig, DiskStatus};
+use weft_proto::msg::{ChunkVersion, NsdRequest, QuorumRequest};
+use weft_proto::types::{ChunkId, FsId, NodeId, NsdId};
+use weft_proto::{ErrorKind, Request, Response};
+use weft_quorum::disks::chain_version;
+
+use super::call::call_manager;
+
+/// Chunk versions asked per listing request.
+const PAGE: u32 = 4096;
+/// Chunks copied at once.
+const IN_FLIGHT: usize = 4;
+/// Passes before a resync gives up for now (it starts again at the next
+/// look at the configuration).
+const MAX_PASSES: usize = 8;
+/// How long a peer may take to learn the chain-table version.
+const LEARN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The resyncs running on this node, by NSD, with the chain-table version
+/// each runs under.
+#[derive(Default)]
+pub struct Resyncs {
+    running: Mutex<BTreeMap<NsdId, (u64, JoinHandle<()>)>>,
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy)]
+struct Pass {
+    copied: u64,
+    bytes: u64,
+    removed: u64,
+    /// Chunks that changed while being looked at: the next pass sees them.
+    raced: u64,
+}
+
+impl Pass {
+    fn did_nothing(&self) -> bool {
+        self.copied == 0 && self.removed == 0 && self.raced == 0
+    }
+}
+
+impl Resyncs {
+    /// Starts a resync for every NSD of node `me` that the configuration
+    /// says is recovering (and stops those that are not any more, or run
+    /// under an older chain-table version).
+    pub fn reconcile(
+        &self,
+        cfg: &ClusterConfig,
+        me: NodeId,
+        pool: &Arc<Pool>,
+        quorum_addrs: &[String],
+    ) {
+        let mut running = match self.running.lock() {
+            Ok(r) => r,
+            Err(p) => p.into_inner(),
+        };
+        let want: BTreeMap<NsdId, u64> = cfg
+            .nsds
+            .iter()
+            .filter(|n| n.node == me && n.status == DiskStatus::Recovering)
+            .map(|n| (n.id, chain_version(cfg, n.id)))
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        running.retain(|nsd, (ver, task)| {
+            let keep = want.get(nsd) == Some(ver) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for (nsd, ver) in want {
+            if running.contains_key(&nsd) {
+                continue;
+            }
+            let (cfg, pool, addrs) = (cfg.clone(), pool.clone(), quorum_addrs.to_vec());
+            let task = tokio::spawn(async move {
+                match resync(&cfg, &pool, nsd, ver).await {
+                    Ok(()) => {
+                        let done = QuorumRequest::DiskSynced {
+                            nsd,
+                            chain_ver: ver,
+                        };
+                        if let Err(e) = call_manager(&pool, &addrs, done).await {
+                            warn!(nsd, error = %e, "cannot tell the cluster manager a resync finished");
+                        }
+                    }
+                    Err(e) => {
+                        warn!(nsd, chain_ver = ver, error = %e, "resync stopped; it starts again")
+                    }
+                }
+            });
+            running.insert(nsd, (ver, task));
+        }
+    }
+}
+
+/// What the NSD server of node `me` must know of its NSDs' chains.
+pub fn chain_states(cfg: &ClusterConfig, me: NodeId) -> Vec<(NsdId, weft_nsd::ChainState)> {
+    weft_quorum::disks::served_states(cfg, me)
+        .into_iter()
+        .map(|(nsd, status, version)| (nsd, weft_nsd::ChainState { status, version }))
+        .collect()
+}
+
+/// The NSD server address of `nsd`.
+fn addr_of(cfg: &ClusterConfig, nsd: NsdId) -> Result<String> {
+    let n = cfg
+        .nsd(nsd)
+        .ok_or_else(|| anyhow!("NSD {nsd} is not in the configuration"))?;
+    cfg.node(n.node)
+        .map(|n| n.addr.clone())
+        .ok_or_else(|| anyhow!("the server node of NSD {nsd} is not in the configuration"))
+}
+
+/// Sends `req` to the server of `nsd`.
+async fn call(
+    pool: &Pool,
+    cfg: &ClusterConfig,
+    nsd: NsdId,
+    req: NsdRequest,
+    data: Bytes,
+) -> Result<(Response, Bytes), NetError> {
+    let addr = addr_of(cfg, nsd).map_err(|e| NetError::Closed {
+        addr: String::new(),
+        reason: e.to_string(),
+    })?;
+    pool.peer(&addr).call(Request::Nsd(req), data).await
+}
+
+/// Every chunk version of `nsd`, asked under chain-table version `ver`
+/// (waiting while the NSD has not learned it).
+async fn list_all(
+    pool: &Pool,
+    cfg: &ClusterConfig,
+    nsd: NsdId,
+    ver: u64,
+) -> Result<Vec<ChunkVersion>> {
+    let mut out = Vec::new();
+    let mut after = None;
+    let started = Instant::now();
+    loop {
+        let req = NsdRequest::ChunkVersions {
+            nsd,
+            after,
+            limit: PAGE,
+            chain_ver: ver,
+        };
+        match call(pool, cfg, nsd, req, Bytes::new()).await {
+            Ok((Response::ChunkVersions(page), _)) => {
+                let Some(last) = page.last() else {
+                    return Ok(out);
+                };
+                after = Some(last.chunk);
+                out.extend(page);
+            }
+            Ok((other, _)) => bail!("NSD {nsd} answered {other:?} to a chunk listing"),
+            Err(NetError::Remote(e))
+                if e.kind == ErrorKind::ChainChanged && started.elapsed() < LEARN_TIMEOUT =>
+            {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => bail!("cannot list the chunks of NSD {nsd}: {e}"),
+        }
+    }
+}
+
+/// The chains (file system, chain index) of `nsd`, grouped by the `up`
+/// member each resyncs from.
+fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u32)>> {
+    let up = |id: &NsdId| cfg.nsd(*id).is_some_and(|n| n.status == DiskStatus::Up);
+    let mut out: BTreeMap<NsdId, BTreeSet<(FsId, u32)>> = BTreeMap::new();
+    for fs in &cfg.filesystems {
+        for t in &fs.chain_tables {
+            for (i, c) in t.chains.iter().enumerate() {
+                if !c.nsds.contains(&nsd) {
+                    continue;
+                }
+                if let Some(src) = c.nsds.iter().find(|m| **m != nsd && up(m)) {
+                    out.entry(*src).or_default().insert((fs.id, i as u32));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn key(v: &ChunkVersion) -> (u64, u64, u32) {
+    (v.version, v.chain_ver, v.len)
+}
+
+/// Brings `nsd` up to date under chain-table version `ver`.
+async fn resync(cfg: &ClusterConfig, pool: &Pool, nsd: NsdId, ver: u64) -> Result<()> {
+    let started = Instant::now();
+    let name = cfg.nsd(nsd).map(|n| n.name.clone()).unwrap_or_default();
+    info!(nsd, %name, chain_ver = ver, "resync starts");
+    let mut total = Pass::default();
+    for pass in 1..=MAX_PASSES {
+        let mut this = Pass::default();
+        let mine = list_all(pool, cfg, nsd, ver).await?;
+        for (src, chains) in sources(cfg, nsd) {
+            let theirs = list_all(pool, cfg, src, ver).await?;
+            let ours = |v: &&ChunkVersion| chains.contains(&(v.chunk.fs, v.chain));
+            let here: BTreeMap<ChunkId, ChunkVersion> =
+                mine.iter().filter(ours).map(|v| (v.chunk, *v)).collect();
+            let there: BTreeMap<ChunkId, ChunkVersion> =
+                theirs.iter().filter(ours).map(|v| (v.chunk, *v)).collect();
+            let mut work = Vec::new();
+            for (c, v) in &there {
+                if v.version == ChunkVersion::UNREADABLE {
+                    warn!(
+                        nsd = src,
+                        ino = c.ino,
+                        block = c.block,
+                        "source replica is damaged; not copied"
+                    );
+                    continue;
+                }
+                match here.get(c) {
+                    Some(h) if key(h) == key(v) => {}
+                    h => work.push((*c, Some(*v), h.copied())),
+                }
+            }
+            for (c, h) in &here {
+                if !there.contains_key(c) {
+                    work.push((*c, None, Some(*h)));
+                }
+            }
+            let results: Vec<Result<Pass>> = stream::iter(work)
+                .map(|(c, v, h)| copy_one(pool, cfg, src, nsd, c, v, h, ver))
+                .buffer_unordered(IN_FLIGHT)
+                .collect()
+                .await;
+            for r in results {
+                let p = r?;
+                this.copied += p.copied;
+                this.bytes += p.bytes;
+                this.removed += p.removed;
+                this.raced += p.raced;
+            }
+        }
+        total.copied += this.copied;
+        total.bytes += this.bytes;
+        total.removed += this.removed;
+        if this.did_nothing() {
+            let barrier = NsdRequest::Barrier { nsds: vec![nsd] };
+            match call(pool, cfg, nsd, barrier, Bytes::new()).await {
+                Ok((Response::Unit, _)) => {}
+                Ok((other, _)) => bail!("NSD {nsd} answered {other:?} to a barrier"),
+                Err(e) => bail!("cannot make NSD {nsd} durable: {e}"),
+            }
+            let secs = started.elapsed().as_secs_f64();
+            info!(
+                nsd, %name, chain_ver = ver, passes = pass,
+                chunks_copied = total.copied, chunks_removed = total.removed,
+                mib = total.bytes as f64 / 1048576.0,
+                mib_per_s = total.bytes as f64 / 1048576.0 / secs.max(1e-3),
+                seconds = secs,
+                "resync done"
+            );
+            return Ok(());
+        }
+        info!(
+            nsd,
+            pass,
+            copied = this.copied,
+            removed = this.removed,
+            raced = this.raced,
+            "resync pass"
+        );
+    }
+    bail!("chunks kept changing for {MAX_PASSES} passes")
+}
+
+/// Copies one chunk from `src` to `dst` (or removes it from `dst` when
+/// `want` is `None`), if `dst`'s replica is still `have`.
+#[allow(clippy::too_many_arguments)]
+async fn copy_one(
+    pool: &Pool,
+    cfg: &ClusterConfig,
+    src: NsdId,
+    dst: NsdId,
+    chunk: ChunkId,
+    want: Option<ChunkVersion>,
+    have: Option<ChunkVersion>,
+    ver: u64,
+) -> Result<Pass> {
+    let expect = Some(have.map_or((0, 0), |h| (h.version, h.chain_ver)));
+    let mut done = Pass::default();
+    let (data, v) = match want {
+        None => (Bytes::new(), None),
+        Some(v) => {
+            let block = cfg
+                .filesystems
+                .iter()
+                .find(|f| f.id == chunk.fs)
+                .map_or(weft_proto::layout::MAX_BLOCK, |f| f.block_size);
+            let read = NsdRequest::Read {
+                nsd: src,
+                chunk,
+                offset: 0,
+                len: block,
+                direct: false,
+            };
+            let data = match call(pool, cfg, src, read, Bytes::new()).await {
+                Ok((Response::ChunkRead { .. }, d)) => d,
+                Ok((other, _)) => bail!("NSD {src} answered {other:?} to a read"),
+                Err(e) => bail!("cannot read {chunk:?} from NSD {src}: {e}"),
+            };
+            // The copy must be the version it is labelled with.
+            let now = NsdRequest::ChunkVersion { nsd: src, chunk };
+            match call(pool, cfg, src, now, Bytes::new()).await {
+                Ok((Response::ChunkVersions(n), _)) if n.first() == Some(&v) => {}
+                Ok((Response::ChunkVersions(_), _)) => {
+                    done.raced = 1;
+                    return Ok(done);
+                }
+                Ok((other, _)) => bail!("NSD {src} answered {other:?} to a version request"),
+                Err(e) => bail!("cannot ask NSD {src} for a version: {e}"),
+            }
+            (data, Some(v))
+        }
+    };
+    let len = data.len() as u64;
+    let put = NsdRequest::PutChunk {
+        nsd: dst,
+        chunk,
+        version: v.map_or(0, |v| v.version),
+        chain_ver: v.map_or(ver, |v| v.chain_ver),
+        chain: v.map_or(weft_proto::msg::NO_CHAIN, |v| v.chain),
+        expect,
+        under: ver,
+    };
+    match call(pool, cfg, dst, put, data).await {
+        Ok((Response::Applied(true), _)) if v.is_some() => {
+            done.copied = 1;
+            done.bytes = len;
+        }
+        Ok((Response::Applied(true), _)) => done.removed = 1,
+        Ok((Response::Applied(false), _)) => done.raced = 1,
+        Ok((other, _)) => bail!("NSD {dst} answered {other:?} to a chunk copy"),
+        Err(e) => bail!("cannot copy {chunk:?} to NSD {dst}: {e}"),
+    }
+    Ok(done)
+}
