@@ -60,6 +60,12 @@ impl Cluster {
         if let Some((addr, node)) = local {
             pool.set_local(addr, node);
         }
+        Cluster::with_pool(pool, config)
+    }
+
+    /// A cluster client over a pool made elsewhere (one that sends through
+    /// a simulated network, for tests), starting from `config`.
+    pub fn with_pool(pool: Pool, config: ClusterConfig) -> Arc<Cluster> {
         let first = config
             .nodes
             .iter()

@@ -106,6 +106,20 @@ impl ChunkHeader {
         }
     }
 
+    /// A 64-bit digest of the chunk's bytes: its length and piece checksums,
+    /// folded forwards and backwards with CRC32C.
+    pub fn digest(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(4 + 4 * self.crcs.len());
+        bytes.extend_from_slice(&self.len.to_le_bytes());
+        for c in &self.crcs {
+            bytes.extend_from_slice(&c.to_le_bytes());
+        }
+        let fwd = crc32c::crc32c(&bytes);
+        bytes.reverse();
+        let back = crc32c::crc32c_append(0x5745_4654, &bytes);
+        u64::from(fwd) << 32 | u64::from(back)
+    }
+
     /// This header as the next change of the replica, made under chain-table
     /// version `chain_ver` in chain `chain` (0 and [`NO_CHAIN`]: not known,
     /// the old ones stay).

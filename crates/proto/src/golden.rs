@@ -763,8 +763,9 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 version: 9,
                 chain_ver: 2,
                 chain: 1,
+                digest: 0x0123_4567_89ab_cdef,
             }])),
-            "190107aa80808080804009038020090201",
+            "190107aa80808080804009038020090201ef9bafcdf8acd19101",
         ),
         (
             "Response::Applied",

@@ -216,6 +216,10 @@ pub struct ChunkVersion {
     pub chain_ver: u64,
     /// The chain it belongs to (`u32::MAX`: not known).
     pub chain: u32,
+    /// A digest of the replica's bytes (from its piece checksums): a resync
+    /// copies a chunk whose digest differs, whatever the versions say, since
+    /// replicas count their versions each on their own.
+    pub digest: u64,
 }
 
 /// The chain of a chunk written before chunks named theirs.

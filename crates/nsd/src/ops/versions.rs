@@ -121,6 +121,7 @@ impl Store {
                 version: l.header.version,
                 chain_ver: l.header.chain_ver,
                 chain: l.header.chain,
+                digest: l.header.digest(),
             },
             Err(chunk_file::ChunkIoError::Io { op, source }) => {
                 return Err(self.io(op, &path, source))
@@ -131,6 +132,7 @@ impl Store {
                 version: ChunkVersion::UNREADABLE,
                 chain_ver: 0,
                 chain: NO_CHAIN,
+                digest: 0,
             },
         }))
     }

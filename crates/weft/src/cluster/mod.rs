@@ -17,6 +17,8 @@ pub mod devices;
 pub mod manager;
 pub mod node_config;
 pub mod resync;
+#[cfg(test)]
+mod sim;
 pub mod token;
 
 use std::path::PathBuf;

@@ -5,10 +5,14 @@
 //! first `up` member. The NSD's own chunks are listed first, then the
 //! source's (it answers only once it knows the chain-table version the
 //! resync runs under, so from then on it refuses writes routed by an older
-//! table). A chunk of that chain that is missing here or differs in version
-//! is copied whole from the source, conditional on the replica here not
+//! table). A chunk of that chain that is missing here or differs is copied
+//! whole from the source, conditional on the replica here not
 //! having changed since it was listed; a chunk here that the source does not
-//! hold was deleted meanwhile and is removed. Writers send to `up` members
+//! hold was deleted meanwhile and is removed. Chunks are compared by a
+//! digest of their bytes (length and piece checksums), not by version:
+//! replicas count versions each on their own, and a write resent after its
+//! answer was lost bumps one replica twice, so equal versions need not mean
+//! equal bytes (the deterministic simulation found this). Writers send to `up` members
 //! before `recovering` ones, so a write that lands during the copy reaches
 //! this NSD after the source: it is either in the copy or applied on top of
 //! it. Passes repeat until one finds nothing to do; then the NSD's writes
@@ -47,6 +51,19 @@ const LEARN_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Default)]
 pub struct Resyncs {
     running: Mutex<BTreeMap<NsdId, (u64, JoinHandle<()>)>>,
+}
+
+impl Drop for Resyncs {
+    /// A node that stops takes its resyncs with it.
+    fn drop(&mut self) {
+        let running = match self.running.get_mut() {
+            Ok(r) => r,
+            Err(p) => p.into_inner(),
+        };
+        for (_, (_, task)) in std::mem::take(running) {
+            task.abort();
+        }
+    }
 }
 
 /// What one pass did.
@@ -210,8 +227,9 @@ fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u
     out
 }
 
-fn key(v: &ChunkVersion) -> (u64, u64, u32) {
-    (v.version, v.chain_ver, v.len)
+/// What must match for a replica to need no copy: its bytes.
+fn key(v: &ChunkVersion) -> (u32, u64) {
+    (v.len, v.digest)
 }
 
 /// Brings `nsd` up to date under chain-table version `ver`.
