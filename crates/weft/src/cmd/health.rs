@@ -1,8 +1,10 @@
 //! `weft health`: one line per node, NSD and file system — `healthy`,
 //! `degraded` or `failed` — with the reason and what to do, like GPFS
 //! `mmhealth`; `--json` for scripts. Node states come from the cluster
-//! manager, NSD states from each NSD server asked now (a server that does
-//! not answer within a few seconds makes its NSDs failed).
+//! manager; NSD states from the disk status the manager decided (a stopped,
+//! down or recovering disk is not healthy, and its chains lost a copy) and
+//! from each NSD server asked now (a server that does not answer within a
+//! few seconds makes its NSDs failed).
 //!
 //! The verdicts are a pure function of what was gathered ([`assess`]), so
 //! they are tested without a cluster.
@@ -13,7 +15,7 @@ use std::time::Duration;
 use anyhow::Result;
 use bytes::Bytes;
 use serde::Serialize;
-use weft_proto::config::{Availability, ClusterConfig};
+use weft_proto::config::{Availability, ClusterConfig, DiskStatus};
 use weft_proto::msg::{NodeLiveness, NodeState, NsdRequest, NsdStat, QuorumRequest};
 use weft_proto::types::NodeId;
 use weft_proto::{Request, Response};
@@ -160,55 +162,108 @@ pub fn assess(
         });
     }
     let mut nsd_state = BTreeMap::new();
+    let fs_of = |nsd: u32| {
+        cfg.filesystems
+            .iter()
+            .find(|f| {
+                f.chain_tables
+                    .iter()
+                    .any(|t| t.chains.iter().any(|c| c.nsds.contains(&nsd)))
+            })
+            .map_or_else(|| "FS".to_string(), |f| f.name.clone())
+    };
     for d in &cfg.nsds {
         let server = node_name(d.node);
-        let (state, reason, action) = match answers.get(&d.node) {
-            None => (
+        let answered = matches!(answers.get(&d.node), Some(Ok(s)) if s.iter().any(|s| s.nsd == d.id && s.healthy));
+        // The disk's part in its chains, as the cluster manager decided it.
+        let status = match d.status {
+            DiskStatus::Up => None,
+            DiskStatus::Stopped => Some((
+                Verdict::Degraded,
+                "stopped by an administrator: its chains run on their other copies".to_string(),
+                format!("`weft disk start {} {}` brings it back", fs_of(d.id), d.name),
+            )),
+            DiskStatus::Recovering if answered => Some((
+                Verdict::Degraded,
+                "recovering: its node is copying what it missed from its chain peers".to_string(),
+                "nothing: it returns to up by itself (its node's log has a `resync done` line)"
+                    .to_string(),
+            )),
+            DiskStatus::Down if answered => Some((
+                Verdict::Degraded,
+                "down in its chains, but its server answers again".to_string(),
+                "nothing: it becomes recovering within the failure detection time, then up"
+                    .to_string(),
+            )),
+            DiskStatus::Recovering | DiskStatus::Down => Some((
                 Verdict::Failed,
-                format!("its server {server} was not asked"),
-                "check that the NSD's server is in the configuration (`weft node list`)".into(),
-            ),
-            Some(Err(e)) => (
-                Verdict::Failed,
-                format!("its server {server} does not answer: {e}"),
+                format!("{}: its server {server} does not answer", d.status.as_str()),
                 format!(
-                    "bring {server} back; until then its data is unavailable unless replicated"
+                    "bring {server} back; it resyncs and returns to up by itself, its data is served by its chain peers meanwhile"
                 ),
-            ),
-            Some(Ok(stats)) => match stats.iter().find(|s| s.nsd == d.id) {
+            )),
+        };
+        let (state, reason, action) = if let Some(s) = status {
+            s
+        } else {
+            match answers.get(&d.node) {
                 None => (
                     Verdict::Failed,
-                    format!("{server} does not serve it"),
+                    format!("its server {server} was not asked"),
+                    "check that the NSD's server is in the configuration (`weft node list`)".into(),
+                ),
+                Some(Err(e)) => (
+                    Verdict::Failed,
+                    format!("its server {server} does not answer: {e}"),
                     format!(
-                        "see the log of {server}: the NSD at {} could not be opened",
-                        d.device
+                        "bring {server} back; until then its data is unavailable unless replicated"
                     ),
                 ),
-                Some(s) if !s.healthy => (
-                    Verdict::Failed,
-                    format!("its label at {} no longer checks", d.device),
-                    format!("check the device on {server} (see its log)"),
-                ),
-                Some(s) if s.free.saturating_mul(100) < s.size.saturating_mul(LOW_FREE_PERCENT) => {
-                    (
+                Some(Ok(stats)) => match stats.iter().find(|s| s.nsd == d.id) {
+                    None => (
+                        Verdict::Failed,
+                        format!("{server} does not serve it"),
+                        format!(
+                            "see the log of {server}: the NSD at {} could not be opened",
+                            d.device
+                        ),
+                    ),
+                    Some(s) if !s.healthy => (
+                        Verdict::Failed,
+                        format!("its label at {} no longer checks", d.device),
+                        format!("check the device on {server} (see its log)"),
+                    ),
+                    Some(s)
+                        if s.free.saturating_mul(100) < s.size.saturating_mul(LOW_FREE_PERCENT) =>
+                    {
+                        (
+                            Verdict::Degraded,
+                            format!("{}% full", 100 - s.free.saturating_mul(100) / s.size.max(1)),
+                            "add NSDs (`weft nsd create`) or delete data".into(),
+                        )
+                    }
+                    Some(_) if d.availability == Availability::Suspended => (
                         Verdict::Degraded,
-                        format!("{}% full", 100 - s.free.saturating_mul(100) / s.size.max(1)),
-                        "add NSDs (`weft nsd create`) or delete data".into(),
-                    )
-                }
-                Some(_) if d.availability == Availability::Suspended => (
-                    Verdict::Degraded,
-                    "up, suspended: no new data goes to it".into(),
-                    String::new(),
-                ),
-                Some(s) => (
-                    Verdict::Healthy,
-                    format!("up, ready, {} free of {}", gib(s.free), gib(s.size)),
-                    String::new(),
-                ),
-            },
+                        "up, suspended: no new data goes to it".into(),
+                        String::new(),
+                    ),
+                    Some(s) => (
+                        Verdict::Healthy,
+                        format!("up, ready, {} free of {}", gib(s.free), gib(s.size)),
+                        String::new(),
+                    ),
+                },
+            }
         };
-        nsd_state.insert(d.id, state);
+        // A member that is not up serves no reads: its chain lost a copy.
+        nsd_state.insert(
+            d.id,
+            if d.status == DiskStatus::Up || state == Verdict::Failed {
+                state
+            } else {
+                Verdict::Failed
+            },
+        );
         out.push(Finding {
             kind: "nsd",
             name: d.name.clone(),
@@ -462,5 +517,43 @@ mod tests {
         assert!(f[0].reason.contains("no quorum"), "{:?}", f[0]);
         assert_eq!(f[4].state, Verdict::Failed);
         assert!(f[4].reason.contains("metadata shard 0"), "{:?}", f[4]);
+    }
+
+    #[test]
+    fn disk_states_show_with_what_to_do() {
+        use Verdict::*;
+        let states = Ok(vec![
+            state(1, NodeLiveness::Active),
+            state(2, NodeLiveness::Active),
+        ]);
+        let mut answers = ServerAnswers::new();
+        answers.insert(1, Ok(vec![stat(1, 50)]));
+        answers.insert(2, Ok(vec![stat(2, 50)]));
+        let mut cfg = config(2);
+        cfg.nsds[1].status = DiskStatus::Recovering;
+        let f = assess(&cfg, &states, &answers);
+        let nsd2 = f.iter().find(|f| f.name == "nsd2").unwrap();
+        assert_eq!(nsd2.state, Degraded);
+        assert!(nsd2.reason.contains("recovering"), "{}", nsd2.reason);
+        let fs = f.iter().find(|f| f.name == "fs1").unwrap();
+        assert_eq!(fs.state, Degraded, "a recovering member serves no reads");
+        cfg.nsds[1].status = DiskStatus::Stopped;
+        let f = assess(&cfg, &states, &answers);
+        let nsd2 = f.iter().find(|f| f.name == "nsd2").unwrap();
+        assert!(
+            nsd2.action.contains("weft disk start fs1 nsd2"),
+            "{}",
+            nsd2.action
+        );
+        cfg.nsds[1].status = DiskStatus::Down;
+        answers.insert(2, Err("connection refused".into()));
+        let f = assess(&cfg, &states, &answers);
+        assert_eq!(
+            verdicts(&f)
+                .into_iter()
+                .filter(|(n, _)| *n == "nsd2" || *n == "fs1")
+                .collect::<Vec<_>>(),
+            vec![("nsd2", Failed), ("fs1", Degraded)]
+        );
     }
 }
