@@ -36,6 +36,9 @@ pub struct NsdServer {
     /// version holding it, as the configuration last told; an NSD not
     /// listed is not checked (a node that has not learned it yet).
     chains: RwLock<BTreeMap<NsdId, ChainState>>,
+    /// Resync progress of NSDs being brought up to date: (chunks the pass
+    /// still has to do, bytes copied so far).
+    resyncs: RwLock<BTreeMap<NsdId, (u64, u64)>>,
 }
 
 /// What the server knows of one NSD's chains.
@@ -50,6 +53,10 @@ impl NsdServer {
     /// Usage of every NSD; NSDs sharing one local file system split its free space.
     fn stats(&self) -> Vec<weft_proto::msg::NsdStat> {
         let devices: Vec<Option<u64>> = self.stores.iter().map(|s| s.device()).collect();
+        let resyncs = match self.resyncs.read() {
+            Ok(m) => m.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
         self.stores
             .iter()
             .zip(&devices)
@@ -58,7 +65,12 @@ impl NsdServer {
                     Some(d) => devices.iter().filter(|o| **o == Some(*d)).count() as u64,
                     None => 1,
                 };
-                store.stat(sharing)
+                let mut stat = store.stat(sharing);
+                if let Some((left, bytes)) = resyncs.get(&stat.nsd) {
+                    stat.to_sync = *left;
+                    stat.synced_bytes = *bytes;
+                }
+                stat
             })
             .collect()
     }
@@ -98,6 +110,7 @@ impl NsdServer {
         NsdServer {
             stores,
             chains: RwLock::new(BTreeMap::new()),
+            resyncs: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -112,6 +125,19 @@ impl NsdServer {
         for (nsd, st) in states {
             map.insert(nsd, st);
         }
+    }
+
+    /// Records how far the resync of `nsd` is (`None`: not resyncing), for
+    /// the usage answer (`weft disk list`).
+    pub fn set_resync_progress(&self, nsd: NsdId, progress: Option<(u64, u64)>) {
+        let mut map = match self.resyncs.write() {
+            Ok(m) => m,
+            Err(p) => p.into_inner(),
+        };
+        match progress {
+            Some(p) => map.insert(nsd, p),
+            None => map.remove(&nsd),
+        };
     }
 
     /// The chain state last told for `nsd`.

@@ -158,6 +158,8 @@ impl Store {
             block: self.spec.block_size,
             free_fragments: self.usage.free_fragments(free),
             healthy: check_label(&self.spec, &self.cluster_id).is_ok(),
+            to_sync: 0,
+            synced_bytes: 0,
         }
     }
 

@@ -618,8 +618,10 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 block: 1 << 20,
                 free_fragments: 24_576,
                 healthy: true,
+                to_sync: 12,
+                synced_bytes: 1 << 22,
             }])),
-            "03010580808080048080408080c0ff0310804080804080c00101",
+            "03010580808080048080408080c0ff0310804080804080c001010c80808002",
         ),
         ("Response::Attr", response(Response::Attr(attr())), "04aa8080808080400900a40301e807e90700882780c49fd50c0184c49fd50c0286c49fd50c03fec39fd50c0401020304808040008040"),
         (

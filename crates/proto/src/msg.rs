@@ -520,6 +520,10 @@ pub struct NsdStat {
     /// Free space in partly used blocks.
     pub free_fragments: u64,
     pub healthy: bool,
+    /// While its node resyncs it: chunks the current pass still has to
+    /// copy or remove, and bytes copied since the resync started.
+    pub to_sync: u64,
+    pub synced_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

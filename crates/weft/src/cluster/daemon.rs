@@ -428,7 +428,14 @@ async fn serve_node(
     // Resyncs copy chunks between NSD servers, this node's own included.
     let resync_pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-resync"), 2));
     resync_pool.set_local(&cfg.listen, handler.clone());
-    let resyncs = Arc::new(Resyncs::default());
+    let resyncs = {
+        let node = node.clone();
+        Arc::new(Resyncs::with_progress(Arc::new(move |nsd, p| {
+            if let Some(s) = node.nsd_server() {
+                s.set_resync_progress(nsd, p);
+            }
+        })))
+    };
     let mut served = Served::default();
     reconcile(
         &node,

@@ -19,6 +19,7 @@
 //! are made durable and the manager is told.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,11 +47,16 @@ const MAX_PASSES: usize = 8;
 /// How long a peer may take to learn the chain-table version.
 const LEARN_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Where a resync says how far it is: (NSD, `Some((chunks the pass still
+/// has to do, bytes copied))`, or `None` once it ended).
+pub type Progress = Arc<dyn Fn(NsdId, Option<(u64, u64)>) + Send + Sync>;
+
 /// The resyncs running on this node, by NSD, with the chain-table version
 /// each runs under.
 #[derive(Default)]
 pub struct Resyncs {
     running: Mutex<BTreeMap<NsdId, (u64, JoinHandle<()>)>>,
+    progress: Option<Progress>,
 }
 
 impl Drop for Resyncs {
@@ -83,6 +89,15 @@ impl Pass {
 }
 
 impl Resyncs {
+    /// Resyncs that report their progress to `progress` (the node's NSD
+    /// server, which shows it in its usage answer).
+    pub fn with_progress(progress: Progress) -> Resyncs {
+        Resyncs {
+            running: Mutex::default(),
+            progress: Some(progress),
+        }
+    }
+
     /// Starts a resync for every NSD of node `me` that the configuration
     /// says is recovering (and stops those that are not any more, or run
     /// under an older chain-table version).
@@ -116,8 +131,16 @@ impl Resyncs {
                 continue;
             }
             let (cfg, pool, addrs) = (cfg.clone(), pool.clone(), quorum_addrs.to_vec());
+            let progress = self.progress.clone();
             let task = tokio::spawn(async move {
-                match resync(&cfg, &pool, nsd, ver).await {
+                let report = |p: Option<(u64, u64)>| {
+                    if let Some(f) = &progress {
+                        f(nsd, p)
+                    }
+                };
+                let done = resync(&cfg, &pool, nsd, ver, &report).await;
+                report(None);
+                match done {
                     Ok(()) => {
                         let done = QuorumRequest::DiskSynced {
                             nsd,
@@ -233,7 +256,13 @@ fn key(v: &ChunkVersion) -> (u32, u64) {
 }
 
 /// Brings `nsd` up to date under chain-table version `ver`.
-async fn resync(cfg: &ClusterConfig, pool: &Pool, nsd: NsdId, ver: u64) -> Result<()> {
+async fn resync(
+    cfg: &ClusterConfig,
+    pool: &Pool,
+    nsd: NsdId,
+    ver: u64,
+    report: &(dyn Fn(Option<(u64, u64)>) + Sync),
+) -> Result<()> {
     let started = Instant::now();
     let name = cfg.nsd(nsd).map(|n| n.name.clone()).unwrap_or_default();
     info!(nsd, %name, chain_ver = ver, "resync starts");
@@ -269,8 +298,21 @@ async fn resync(cfg: &ClusterConfig, pool: &Pool, nsd: NsdId, ver: u64) -> Resul
                     work.push((*c, None, Some(*h)));
                 }
             }
+            let left = AtomicU64::new(work.len() as u64);
+            let copied = AtomicU64::new(total.bytes + this.bytes);
+            report(Some((work.len() as u64, copied.load(Ordering::Relaxed))));
             let results: Vec<Result<Pass>> = stream::iter(work)
-                .map(|(c, v, h)| copy_one(pool, cfg, src, nsd, c, v, h, ver))
+                .map(|(c, v, h)| {
+                    let (left, copied) = (&left, &copied);
+                    async move {
+                        let r = copy_one(pool, cfg, src, nsd, c, v, h, ver).await;
+                        let n = r.as_ref().map_or(0, |p| p.bytes);
+                        let bytes = copied.fetch_add(n, Ordering::Relaxed) + n;
+                        let l = left.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+                        report(Some((l, bytes)));
+                        r
+                    }
+                })
                 .buffer_unordered(IN_FLIGHT)
                 .collect()
                 .await;

@@ -3,8 +3,9 @@
 //! `list` shows each NSD of a file system with its server, failure group,
 //! what it holds, its status as the cluster manager decided it (`up`,
 //! `down`, `recovering` while a resync brings it up to date, `stopped` by an
-//! administrator), its availability, its pool, and whether its server
-//! answers right now. `stop` takes disks out of their chains (refused for a
+//! administrator), its availability, its pool, whether its server answers
+//! right now, and for a recovering disk how far its resync is (chunks the
+//! current pass still has to copy, MiB copied so far). `stop` takes disks out of their chains (refused for a
 //! chain's last member taking writes); `start` makes stopped or down disks
 //! recovering: their node resyncs them from their chain peers, and they go
 //! back to `up` by themselves.
@@ -45,11 +46,11 @@ pub fn run(args: DiskListArgs) -> Result<()> {
         let fs = client.fs_info();
         let (stats, _) = cluster.nsd_stats_partial().await;
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
-            "disk", "", "failure", "holds", "holds", "", "", "storage", "server"
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
+            "disk", "", "failure", "holds", "holds", "", "", "storage", "server", "chunks", "MiB"
         );
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
             "name",
             "server",
             "group",
@@ -58,11 +59,13 @@ pub fn run(args: DiskListArgs) -> Result<()> {
             "status",
             "availability",
             "pool",
-            "answers"
+            "answers",
+            "to sync",
+            "synced"
         );
         println!(
-            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:-<10} {:-<12} {:-<10} {:-<7}",
-            "", "", "", "", "", "", "", "", ""
+            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:-<10} {:-<12} {:-<10} {:-<7} {:->8} {:->9}",
+            "", "", "", "", "", "", "", "", "", "", ""
         );
         for nsd in cfg
             .nsds
@@ -73,9 +76,18 @@ pub fn run(args: DiskListArgs) -> Result<()> {
                 .node(nsd.node)
                 .map(|n| format!("{} ({})", n.name, n.addr))
                 .unwrap_or_else(|| format!("node {}", nsd.node));
-            let answers = stats.iter().any(|s| s.nsd == nsd.id && s.healthy);
+            let stat = stats.iter().find(|s| s.nsd == nsd.id);
+            let answers = stat.is_some_and(|s| s.healthy);
+            // Resync progress, while its node brings it up to date.
+            let (to_sync, synced) = match stat {
+                Some(s) if nsd.status == weft_proto::config::DiskStatus::Recovering => (
+                    s.to_sync.to_string(),
+                    format!("{:.1}", s.synced_bytes as f64 / 1048576.0),
+                ),
+                _ => ("-".to_string(), "-".to_string()),
+            };
             println!(
-                "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7}",
+                "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
                 nsd.name,
                 server,
                 nsd.failure_group,
@@ -91,7 +103,9 @@ pub fn run(args: DiskListArgs) -> Result<()> {
                     Availability::Suspended => "suspended",
                 },
                 nsd.pool,
-                if answers { "yes" } else { "no" }
+                if answers { "yes" } else { "no" },
+                to_sync,
+                synced
             );
         }
         Ok(())

@@ -445,6 +445,8 @@ mod tests {
             block: 1 << 20,
             free_fragments: 0,
             healthy: true,
+            to_sync: 0,
+            synced_bytes: 0,
         }
     }
 

@@ -358,7 +358,12 @@ pub fn run(args: UpArgs) -> Result<()> {
         pool.set_local(&addr, node.clone());
         let quorum = vec![addr.clone()];
         rt.spawn(async move {
-            let resyncs = Resyncs::default();
+            let shown = local.clone();
+            let resyncs = Resyncs::with_progress(Arc::new(move |nsd, p| {
+                if let Some(s) = shown.nsd_server() {
+                    s.set_resync_progress(nsd, p);
+                }
+            }));
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 let Some(c) = raft.get() else { continue };
