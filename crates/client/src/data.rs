@@ -47,6 +47,9 @@ type MakeRequest<'a> = Box<dyn Fn(NsdId, &Route) -> (NsdRequest, Bytes) + Send +
 struct BlockChange<'a> {
     block: u64,
     make: MakeRequest<'a>,
+    /// Sent once, to the chain's head, which forwards it (writes); else to
+    /// every member from here, `up` ones first.
+    chained: bool,
 }
 
 /// What one round of sending found wrong.
@@ -171,18 +174,36 @@ impl DataPath {
             if routes.iter().any(|r| r.serving.is_empty()) {
                 trouble.stale = true;
             } else {
+                // Chain writes: once, to the head, which forwards along
+                // the chain (up members first, recovering ones last).
+                let chains: Vec<Vec<NsdId>> =
+                    routes.iter().map(|r| r.writers().collect()).collect();
                 for phase in [false, true] {
                     let mut ops = Vec::new();
-                    for (c, r) in changes.iter().zip(&routes) {
-                        let members = if phase { &r.syncing } else { &r.serving };
+                    for ((c, r), writers) in changes.iter().zip(&routes).zip(&chains) {
+                        let members: &[NsdId] = match (c.chained, phase) {
+                            (true, false) => writers.get(..1).unwrap_or_default(),
+                            (true, true) => &[],
+                            (false, false) => &r.serving,
+                            (false, true) => &r.syncing,
+                        };
                         for (i, nsd) in members.iter().enumerate() {
-                            let (req, data) = (c.make)(*nsd, r);
+                            let (mut req, data) = (c.make)(*nsd, r);
+                            if let NsdRequest::Write { forward, .. } = &mut req {
+                                if c.chained {
+                                    *forward = writers.get(1..).unwrap_or_default().to_vec();
+                                }
+                            }
                             let counts = !phase && i == 0;
                             let scale = r.members as i64;
                             ops.push(async move {
                                 let res = match self.call(*nsd, req, data).await {
                                     Ok((Response::Allocated(d), _, _)) => Ok(d),
                                     Ok((Response::Unit, _, _)) => Ok(0),
+                                    Ok((Response::ChainFailed { nsd: down, error }, _, _)) => {
+                                        let e = ClientError::Net(weft_net::NetError::Remote(error));
+                                        return (down, r.version, Err(e));
+                                    }
                                     Ok((other, _, peer)) => Err(unexpected(&peer, what, &other)),
                                     Err(e) => Err(e),
                                 };
@@ -286,9 +307,11 @@ impl DataPath {
                         direct,
                         chain_ver: r.version,
                         chain: r.chain,
+                        forward: Vec::new(),
                     };
                     (req, piece.clone())
                 }),
+                chained: true,
             });
         }
         self.change(f, &changes, "write").await
@@ -334,6 +357,7 @@ impl DataPath {
                             };
                             (req, Bytes::new())
                         }),
+                        chained: false,
                     }
                 })
                 .collect();
@@ -362,6 +386,7 @@ impl DataPath {
                     make: Box::new(move |nsd, _: &Route| {
                         (NsdRequest::Truncate { nsd, chunk, len }, Bytes::new())
                     }),
+                    chained: false,
                 }
             })
             .collect();

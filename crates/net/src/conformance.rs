@@ -51,6 +51,7 @@ fn echo(offset: u32) -> Request {
         direct: false,
         chain_ver: 0,
         chain: u32::MAX,
+        forward: Vec::new(),
     })
 }
 

@@ -38,6 +38,7 @@ fn write(offset: u32) -> Request {
         direct: false,
         chain_ver: 0,
         chain: u32::MAX,
+        forward: Vec::new(),
     })
 }
 

@@ -272,7 +272,18 @@ impl NsdServer {
                 direct,
                 chain_ver,
                 chain,
+                forward,
             } => {
+                if !forward.is_empty() {
+                    // Forwarding is the node's (it holds the connections);
+                    // applying here alone would drop the rest of the chain.
+                    return Err(RequestError::ChainChanged {
+                        nsd,
+                        reason: format!(
+                            "a chain write for NSDs {forward:?} reached an NSD server that does not forward"
+                        ),
+                    });
+                }
                 self.check_chain(nsd, chain_ver)?;
                 let mode = WriteMode {
                     sync,

@@ -124,8 +124,9 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 direct: false,
                 chain_ver: 0,
                 chain: u32::MAX,
+                forward: vec![6, 7],
             }),
-            "00000507aa80808080804009038020010000ffffffff0f",
+            "00000507aa80808080804009038020010000ffffffff0f020607",
         ),
         (
             "NsdRequest::Read",
@@ -770,6 +771,14 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "190107aa80808080804009038020090201ef9bafcdf8acd19101",
         ),
         (
+            "Response::ChainFailed",
+            response(Response::ChainFailed {
+                nsd: 6,
+                error: RemoteError::new(ErrorKind::NoService, "gone"),
+            }),
+            "1b061304676f6e65",
+        ),
+        (
             "Response::Applied",
             response(Response::Applied(true)),
             "1a01",
@@ -1171,6 +1180,7 @@ fn response_variant(r: &Response) -> &'static str {
         Response::Device { .. } => "Device",
         Response::ChunkVersions(_) => "ChunkVersions",
         Response::Applied(_) => "Applied",
+        Response::ChainFailed { .. } => "ChainFailed",
     }
 }
 

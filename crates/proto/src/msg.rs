@@ -116,6 +116,11 @@ pub enum NsdRequest {
         /// Index in the pool's chain table of the chain the block lives on
         /// (`u32::MAX`: not known), kept with the chunk for resyncs.
         chain: u32,
+        /// The chain members after this one, in order (chain replication):
+        /// this member writes, then sends the write on to the first of them
+        /// with the rest, and answers once the tail has it. Empty: this
+        /// member alone.
+        forward: Vec<NsdId>,
     },
     /// Reads up to `len` bytes at `offset`; fewer come back past the chunk's end,
     /// none for an absent chunk (a hole).
@@ -591,6 +596,13 @@ pub enum Response {
     ChunkVersions(Vec<ChunkVersion>),
     /// Whether a conditional change was made (its condition held).
     Applied(bool),
+    /// A member further down a chain failed a forwarded write (or could
+    /// not be reached): which one, and why. The members before it have the
+    /// write.
+    ChainFailed {
+        nsd: NsdId,
+        error: RemoteError,
+    },
 }
 
 #[cfg(test)]
@@ -627,6 +639,7 @@ mod tests {
                         direct: !sync,
                         chain_ver: 0,
                         chain: u32::MAX,
+                        forward: Vec::new(),
                     }
                 )),
             (any::<u64>(), arb_name()).prop_map(|(parent, name)| Request::Meta {

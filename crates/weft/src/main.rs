@@ -4,6 +4,7 @@
 
 mod admin;
 mod barrier;
+mod chain;
 mod cluster;
 mod cmd;
 mod datadir;

@@ -13,6 +13,7 @@ use weft_proto::msg::NodeRequest;
 use weft_proto::types::FsId;
 use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
 
+use crate::chain::Forwarder;
 use crate::cluster::manager::Manager;
 
 /// Where this node's configuration requests go.
@@ -33,6 +34,9 @@ pub struct Node {
     pub meta: RwLock<HashMap<FsId, Arc<MetaServer>>>,
     pub nsd: RwLock<Option<Arc<NsdServer>>>,
     pub control: RwLock<Option<Arc<dyn NodeControl>>>,
+    /// Sends chain writes on to the next member, with the runtime that
+    /// drives it from the request threads.
+    pub chain: RwLock<Option<(Arc<Forwarder>, tokio::runtime::Handle)>>,
 }
 
 fn no_service(role: &str) -> (Response, Bytes) {
@@ -52,6 +56,22 @@ impl Node {
             meta: RwLock::new(HashMap::new()),
             nsd: RwLock::new(None),
             control: RwLock::new(None),
+            chain: RwLock::new(None),
+        }
+    }
+
+    /// Makes this node forward chain writes (see `chain`).
+    pub fn set_forwarder(&self, f: Arc<Forwarder>, rt: tokio::runtime::Handle) {
+        match self.chain.write() {
+            Ok(mut c) => *c = Some((f, rt)),
+            Err(p) => *p.into_inner() = Some((f, rt)),
+        }
+    }
+
+    pub fn forwarder(&self) -> Option<(Arc<Forwarder>, tokio::runtime::Handle)> {
+        match self.chain.read() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
         }
     }
 
@@ -120,6 +140,11 @@ impl Node {
     }
 }
 
+/// A write that names chain members after this one.
+pub fn is_chain_write(r: &weft_proto::NsdRequest) -> bool {
+    matches!(r, weft_proto::NsdRequest::Write { forward, .. } if !forward.is_empty())
+}
+
 /// `req` as made by the client `from`: every client id a metadata request
 /// carries (locks, opens, commits) is the one its connection authenticated.
 fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
@@ -176,9 +201,12 @@ impl Handler for Node {
 
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes) {
         match req {
-            Request::Nsd(r) => match self.nsd_server() {
-                Some(s) => s.handle(r, data),
-                None => no_service("nsd"),
+            Request::Nsd(r) => match (self.nsd_server(), self.forwarder()) {
+                // A chain write: on a request thread, so blocking here is
+                // what the thread is for.
+                (Some(s), Some((f, rt))) if is_chain_write(&r) => rt.block_on(f.write(&s, r, data)),
+                (Some(s), _) => s.handle(r, data),
+                (None, _) => no_service("nsd"),
             },
             Request::Meta { fs, req, cred } => match self.meta_server(fs) {
                 Some(s) => s.handle_as(req, data, cred.as_ref()),

@@ -75,6 +75,7 @@ impl Env {
                     direct,
                     chain_ver: 0,
                     chain: u32::MAX,
+                    forward: Vec::new(),
                 },
                 Bytes::copy_from_slice(data),
             )

@@ -207,6 +207,7 @@ fn sync_and_synced_writes() {
             direct: false,
             chain_ver: 0,
             chain: u32::MAX,
+            forward: Vec::new(),
         },
         pattern(6, 5000).into(),
     );
@@ -221,6 +222,7 @@ fn sync_and_synced_writes() {
             direct: true,
             chain_ver: 0,
             chain: u32::MAX,
+            forward: Vec::new(),
         },
         vec![0xee; 10].into(),
     );

@@ -425,6 +425,17 @@ async fn serve_node(
             )) as Arc<dyn weft_meta::DataBarrier>
         })
     };
+    // Chain writes go on from here to the next member.
+    {
+        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-chain"), 4));
+        pool.set_local(&cfg.listen, handler.clone());
+        let mounts = mounts.clone();
+        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
+        node.set_forwarder(
+            Arc::new(crate::chain::Forwarder::new(pool, config)),
+            rt.clone(),
+        );
+    }
     // Resyncs copy chunks between NSD servers, this node's own included.
     let resync_pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-resync"), 2));
     resync_pool.set_local(&cfg.listen, handler.clone());

@@ -79,6 +79,8 @@ struct World {
     broken: Mutex<Vec<String>>,
     /// Faults and disk changes, in order, for a failing seed's report.
     trace: Mutex<Vec<String>>,
+    /// Chain writes the servers forwarded.
+    forwarded: std::sync::atomic::AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,7 +171,7 @@ impl World {
         }
     }
 
-    fn deliver(&self, addr: &str, req: Request, data: Bytes) -> (Response, Bytes) {
+    async fn deliver(&self, addr: &str, req: Request, data: Bytes) -> (Response, Bytes) {
         if addr == QUORUM {
             if let Request::Quorum(q) = req {
                 return (self.quorum(q), Bytes::new());
@@ -210,7 +212,16 @@ impl World {
         };
         match self.routers.get(addr) {
             Some(r) => {
-                let answer = r.handle_from(7, req, data);
+                let answer = match (req, r.nsd_server(), r.forwarder()) {
+                    // A chain write: the node's forwarder, awaited here as the
+                    // request thread's `block_on` does.
+                    (Request::Nsd(w), Some(s), Some((f, _))) if crate::node::is_chain_write(&w) => {
+                        self.forwarded
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        f.write(&s, w, data).await
+                    }
+                    (req, _, _) => r.handle_from(7, req, data),
+                };
                 if let Some(w) = what {
                     let result = match &answer.0 {
                         Response::Error(e) => format!("{:?}", e.kind),
@@ -263,7 +274,7 @@ impl Transport for Endpoint {
             if lose_before || !self.world.reachable(&self.from, addr) {
                 return Err(gone());
             }
-            let answer = self.world.deliver(addr, req, data);
+            let answer = self.world.deliver(addr, req, data).await;
             if lose_after || !self.world.reachable(&self.from, addr) {
                 return Err(gone());
             }
@@ -411,6 +422,7 @@ fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
         }),
         broken: Mutex::new(Vec::new()),
         trace: Mutex::new(Vec::new()),
+        forwarded: std::sync::atomic::AtomicU64::new(0),
     })
 }
 
@@ -583,6 +595,14 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
+        // Each server node forwards chain writes through its own endpoint.
+        for addr in SERVERS {
+            let w = Arc::downgrade(&world);
+            let config: crate::barrier::ConfigSource =
+                Arc::new(move || w.upgrade().map(|w| w.config()));
+            let f = crate::chain::Forwarder::new(Arc::new(pool(&world, addr)), config);
+            world.routers[addr].set_forwarder(Arc::new(f), tokio::runtime::Handle::current());
+        }
         let client = client_of(&world, "c:1")?;
         let mut model = Model { files: Vec::new() };
         for i in 0..FILES {
@@ -676,6 +696,9 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
                 ));
             }
             converged(&world, *ino)?;
+        }
+        if world.forwarded.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return Err("no write went along a chain".into());
         }
         match lock(&world.broken).first() {
             Some(b) => Err(b.clone()),

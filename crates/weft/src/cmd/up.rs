@@ -328,6 +328,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     nsd.set_chain_states(chain_states(&config, 1));
     let raft_view = raft.clone();
     let raft_disks = raft.clone();
+    let raft_chain = raft.clone();
     let manager = Manager::new(
         raft,
         secret.clone(),
@@ -338,6 +339,16 @@ pub fn run(args: UpArgs) -> Result<()> {
     local.add_meta(fs.id, meta);
     local.set_nsd(nsd);
     let node: Arc<dyn Handler> = local.clone();
+    {
+        // Chain writes go on from here to the next member (all local here).
+        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-chain", 4));
+        pool.set_local(&addr, node.clone());
+        let config: crate::barrier::ConfigSource = Arc::new(move || raft_chain.get());
+        local.set_forwarder(
+            Arc::new(crate::chain::Forwarder::new(pool, config)),
+            rt.handle().clone(),
+        );
+    }
     if let Some(meta) = local.meta_server(fs.id) {
         // Sizes become durable after their data: the NSDs are this process's.
         let pool = Arc::new(Pool::new(secret.clone(), "weft-up-barrier", 1));
