@@ -131,56 +131,16 @@ pub(crate) fn classify(e: ClientError) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_proto::config::{
-        plan_chain_table, Availability, FsInfo, NsdInfo, Usage, FORMAT_VERSION,
-    };
-    use weft_proto::types::Timespec;
     use weft_proto::RemoteError;
 
+    /// Four NSDs with these statuses, chains of 3, table version 7.
     fn cfg(status: &[DiskStatus]) -> ClusterConfig {
-        let nsds: Vec<NsdInfo> = status
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NsdInfo {
-                id: i as u32 + 1,
-                name: format!("nsd{}", i + 1),
-                node: i as u32 + 1,
-                device: String::new(),
-                failure_group: i as u32 + 1,
-                usage: Usage::DataAndMetadata,
-                pool: "system".into(),
-                size: 1 << 30,
-                status: *s,
-                availability: Availability::Ready,
-            })
-            .collect();
-        let table = plan_chain_table("system", 7, &nsds, 3).unwrap();
-        ClusterConfig {
-            format_version: FORMAT_VERSION,
-            epoch: 1,
-            cluster_id: String::new(),
-            name: "c".into(),
-            nodes: Vec::new(),
-            nsds,
-            filesystems: vec![FsInfo {
-                id: 1,
-                name: "fs1".into(),
-                block_size: 1 << 20,
-                subblock_size: 1 << 15,
-                inode_size: 4096,
-                default_meta_replicas: 1,
-                max_meta_replicas: 1,
-                default_data_replicas: 3,
-                max_data_replicas: 3,
-                allocation: "cluster".into(),
-                created: Timespec::default(),
-                format_version: FORMAT_VERSION,
-                max_inodes: 0,
-                data_in_inode: false,
-                shards: Vec::new(),
-                chain_tables: vec![table],
-            }],
+        let mut c = weft_proto::sample::cluster(status.len() as u32, 3);
+        for (n, s) in c.nsds.iter_mut().zip(status) {
+            n.status = *s;
         }
+        c.filesystems[0].chain_tables[0].version = 7;
+        c
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   ([`msg`]);
 //! - the cluster configuration records ([`config`]) and the file attribute
 //!   records ([`types`]);
-//! - the pure striping arithmetic of a file layout ([`layout`]).
+//! - the pure striping arithmetic of a file layout ([`layout`]);
+//! - with the `sample` feature, a small configuration for tests (`sample`).
 //!
 //! The wire version lives in every frame header; a peer that speaks another
 //! version is refused during the handshake with a message naming both versions.
@@ -20,6 +21,8 @@ pub mod frame;
 mod golden;
 pub mod layout;
 pub mod msg;
+#[cfg(any(test, feature = "sample"))]
+pub mod sample;
 pub mod stanza;
 pub mod types;
 

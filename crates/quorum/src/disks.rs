@@ -244,62 +244,11 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weft_proto::config::{
-        plan_chain_table, Availability, FsInfo, NodeInfo, NsdInfo, Roles, Usage, FORMAT_VERSION,
-    };
-    use weft_proto::types::Timespec;
 
     /// Four NSDs on four nodes in four failure groups, one file system with
     /// `replicas` copies.
     fn cluster(replicas: usize) -> ClusterConfig {
-        let nsds: Vec<NsdInfo> = (1..=4)
-            .map(|i| NsdInfo {
-                id: i,
-                name: format!("nsd{i}"),
-                node: i,
-                device: format!("/d{i}"),
-                failure_group: i,
-                usage: Usage::DataAndMetadata,
-                pool: "system".into(),
-                size: 1 << 30,
-                status: DiskStatus::Up,
-                availability: Availability::Ready,
-            })
-            .collect();
-        let table = plan_chain_table("system", 1, &nsds, replicas).unwrap();
-        ClusterConfig {
-            name: "c".into(),
-            cluster_id: "id".into(),
-            epoch: 1,
-            format_version: FORMAT_VERSION,
-            nodes: (1..=4)
-                .map(|i| NodeInfo {
-                    id: i,
-                    name: format!("s{i}"),
-                    addr: format!("h{i}:1"),
-                    roles: Roles::default(),
-                })
-                .collect(),
-            nsds,
-            filesystems: vec![FsInfo {
-                id: 1,
-                name: "fs1".into(),
-                block_size: 1 << 20,
-                subblock_size: 1 << 15,
-                inode_size: 4096,
-                default_meta_replicas: 1,
-                max_meta_replicas: 1,
-                default_data_replicas: replicas as u8,
-                max_data_replicas: 3,
-                allocation: "cluster".into(),
-                created: Timespec::default(),
-                format_version: FORMAT_VERSION,
-                max_inodes: 0,
-                data_in_inode: false,
-                shards: Vec::new(),
-                chain_tables: vec![table],
-            }],
-        }
+        weft_proto::sample::cluster(4, replicas)
     }
 
     fn status(c: &ClusterConfig, id: NsdId) -> DiskStatus {
