@@ -1145,7 +1145,11 @@ impl Client {
     pub async fn fsync(&self, ino: Ino, _datasync: bool) -> Result<(), ClientError> {
         let (file, attr) = self.current(ino).await?;
         if let Some(f) = &file {
-            self.drain(f).await?;
+            let drained = self.drain(f).await;
+            // A failure a flush reported first still fails this fsync.
+            let earlier = f.wb.take_fsync_error();
+            drained?;
+            earlier?;
         }
         if attr.kind == FileKind::File && !attr.inline {
             self.data.sync(&file_data(&attr)).await?;

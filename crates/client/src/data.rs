@@ -383,8 +383,14 @@ impl DataPath {
                 let chunk = self.chunk(f, block);
                 BlockChange {
                     block,
-                    make: Box::new(move |nsd, _: &Route| {
-                        (NsdRequest::Truncate { nsd, chunk, len }, Bytes::new())
+                    make: Box::new(move |nsd, r: &Route| {
+                        let req = NsdRequest::Truncate {
+                            nsd,
+                            chunk,
+                            len,
+                            chain_ver: r.version,
+                        };
+                        (req, Bytes::new())
                     }),
                     chained: false,
                 }
@@ -447,6 +453,7 @@ impl DataPath {
         direct: bool,
     ) -> Result<Bytes, ClientError> {
         let started = Instant::now();
+        let mut refreshed = false;
         loop {
             let cfg = self.cluster.config();
             let r = self.route(&cfg, f, block)?;
@@ -481,6 +488,15 @@ impl DataPath {
             }
             if n == 0 {
                 trouble.stale = true;
+            }
+            if trouble.is_clear() && !refreshed {
+                // Every member this client knows as serving is damaged: a
+                // newer table may name another (one that finished its resync).
+                refreshed = true;
+                if let Err(e) = self.cluster.refresh().await {
+                    warn!(error = %e, "cannot fetch the configuration");
+                }
+                continue;
             }
             if trouble.is_clear() {
                 // Every serving member is damaged: nothing good to return.
@@ -535,12 +551,13 @@ impl DataPath {
         let bs = u64::from(f.layout.block_size.max(1));
         let from_block = size.div_ceil(bs);
         let answers = self
-            .per_nsd(f, true, "delete", |nsd, _| NsdRequest::DeleteFrom {
+            .per_nsd(f, true, "delete", |nsd, version| NsdRequest::DeleteFrom {
                 nsd,
                 fs: self.fs.id,
                 ino: f.ino,
                 gen: f.gen,
                 from_block,
+                chain_ver: version,
             })
             .await?;
         // Each NSD answers for the copies it holds: the sum is the file's.

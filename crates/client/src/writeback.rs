@@ -53,6 +53,9 @@ struct State {
     inflight: HashMap<u64, u32>,
     inflight_total: u32,
     error: Option<RemoteError>,
+    /// The same failure, kept for the next fsync even when a flush or a
+    /// write reported it first: fsync must not succeed over lost data.
+    for_fsync: Option<RemoteError>,
 }
 
 #[derive(Default)]
@@ -113,11 +116,12 @@ impl WriteBehind {
         }
         g.inflight_total = g.inflight_total.saturating_sub(1);
         if let Err(e) = result {
+            let failed = RemoteError::new(e.kind(), format!("write-behind failed: {e}"));
+            if g.for_fsync.is_none() {
+                g.for_fsync = Some(failed.clone());
+            }
             if g.error.is_none() {
-                g.error = Some(RemoteError::new(
-                    e.kind(),
-                    format!("write-behind failed: {e}"),
-                ));
+                g.error = Some(failed);
             }
         }
         drop(g);
@@ -166,6 +170,17 @@ impl WriteBehind {
     /// Returns (and clears) the error of a failed background write.
     pub fn take_error(&self) -> Result<(), ClientError> {
         match self.lock().error.take() {
+            Some(e) => Err(ClientError::Local(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Returns (and clears) the failure of a background write since the
+    /// last fsync, whoever else was told of it.
+    pub fn take_fsync_error(&self) -> Result<(), ClientError> {
+        let mut g = self.lock();
+        g.error = None;
+        match g.for_fsync.take() {
             Some(e) => Err(ClientError::Local(e)),
             None => Ok(()),
         }
@@ -373,6 +388,10 @@ mod tests {
         let e = wb.take_error().unwrap_err();
         assert_eq!(e.kind(), weft_proto::ErrorKind::NoSpace);
         assert!(wb.take_error().is_ok());
+        // A flush told of it first: the next fsync still fails, once.
+        let e = wb.take_fsync_error().unwrap_err();
+        assert_eq!(e.kind(), weft_proto::ErrorKind::NoSpace);
+        assert!(wb.take_fsync_error().is_ok());
     }
 
     #[tokio::test]

@@ -3,8 +3,10 @@
 //!
 //! The server also holds what the configuration says of each NSD's chains
 //! (its disk status and the newest chain-table version holding it) and
-//! refuses writes that were routed by an older table, or sent to an NSD
-//! that is down: the writer fetches the configuration again and resends.
+//! refuses writes, truncations and deletions that were routed by an older
+//! table, or sent to an NSD that is down: the writer fetches the
+//! configuration again and resends. (A deletion delayed in the network by a
+//! partition would otherwise land after newer data.)
 //! This is how a member that missed writes never takes new ones before a
 //! resync has brought it up to date.
 
@@ -311,7 +313,13 @@ impl NsdServer {
                     r.data,
                 ))
             }
-            NsdRequest::Truncate { nsd, chunk, len } => {
+            NsdRequest::Truncate {
+                nsd,
+                chunk,
+                len,
+                chain_ver,
+            } => {
+                self.check_chain(nsd, chain_ver)?;
                 self.store(nsd)?.truncate(&chunk, len).map(allocated)
             }
             NsdRequest::DeleteFrom {
@@ -320,10 +328,13 @@ impl NsdServer {
                 ino,
                 gen,
                 from_block,
-            } => self
-                .store(nsd)?
-                .delete_from(fs, ino, gen, from_block)
-                .map(allocated),
+                chain_ver,
+            } => {
+                self.check_chain(nsd, chain_ver)?;
+                self.store(nsd)?
+                    .delete_from(fs, ino, gen, from_block)
+                    .map(allocated)
+            }
             NsdRequest::Sync { nsd, fs, ino, gen } => {
                 self.store(nsd)?.sync_file(fs, ino, gen).map(|()| unit())
             }

@@ -145,8 +145,9 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 nsd: 5,
                 chunk: chunk_id(),
                 len: 100,
+                chain_ver: 0,
             }),
-            "00020507aa808080808040090364",
+            "00020507aa80808080804009036400",
         ),
         (
             "NsdRequest::DeleteFrom",
@@ -156,8 +157,9 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 gen: 9,
                 from_block: 4,
+                chain_ver: 0,
             }),
-            "00030507aa8080808080400904",
+            "00030507aa808080808040090400",
         ),
         (
             "NsdRequest::Sync",

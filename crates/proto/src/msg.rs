@@ -140,6 +140,9 @@ pub enum NsdRequest {
         nsd: NsdId,
         chunk: ChunkId,
         len: u32,
+        /// As in `Write`: refused when the NSD knows a newer chain table, so
+        /// a truncation delayed in the network cannot land after newer data.
+        chain_ver: u64,
     },
     /// Deletes every chunk of one file whose block index is `from_block` or more.
     DeleteFrom {
@@ -148,6 +151,8 @@ pub enum NsdRequest {
         ino: Ino,
         gen: u64,
         from_block: u64,
+        /// As in `Truncate`.
+        chain_ver: u64,
     },
     /// Makes every chunk of one file on this NSD durable.
     Sync {

@@ -92,10 +92,14 @@ fn in_chains(config: &ClusterConfig, nsd: NsdId) -> bool {
 
 /// What liveness asks for: NSDs of nodes that are down go `down` (except a
 /// chain's last `up` member), NSDs of nodes that are alive again go from
-/// `down` to `recovering`. `alive(node)` is `None` while unknown.
+/// `down` to `recovering`. `alive(node)` is `None` while unknown;
+/// `returned(nsd)` says whether the NSD's node was heard from after the NSD
+/// went down (a node that dies is still "alive" until the failure detection
+/// time passes: its disk must not come back meanwhile).
 pub fn plan_liveness(
     config: &ClusterConfig,
     alive: &dyn Fn(NodeId) -> Option<bool>,
+    returned: &dyn Fn(NsdId) -> bool,
 ) -> DiskChanges {
     let mut changes = DiskChanges::new();
     for n in config.nsds.iter().filter(|n| in_chains(config, n.id)) {
@@ -107,7 +111,7 @@ pub fn plan_liveness(
         };
         match alive(n.node) {
             Some(false) if down => changes.push((n.id, DiskStatus::Down)),
-            Some(true) if n.status == DiskStatus::Down => {
+            Some(true) if n.status == DiskStatus::Down && returned(n.id) => {
                 changes.push((n.id, DiskStatus::Recovering))
             }
             _ => {}
@@ -259,15 +263,19 @@ mod tests {
     fn a_dead_node_goes_down_and_comes_back_recovering_then_up() {
         let mut c = cluster(2);
         let dead = |n: NodeId| Some(n != 3);
-        let ch = plan_liveness(&c, &dead);
+        let ch = plan_liveness(&c, &dead, &|_| true);
         assert_eq!(ch, vec![(3, DiskStatus::Down)]);
         apply(&mut c, &ch).unwrap();
         assert_eq!(c.filesystems[0].chain_tables[0].version, 2);
         assert!(
-            plan_liveness(&c, &dead).is_empty(),
+            plan_liveness(&c, &dead, &|_| true).is_empty(),
             "stable while it stays dead"
         );
-        let ch = plan_liveness(&c, &|_| Some(true));
+        assert!(
+            plan_liveness(&c, &|_| Some(true), &|_| false).is_empty(),
+            "not back before its node was heard from after it went down"
+        );
+        let ch = plan_liveness(&c, &|_| Some(true), &|_| true);
         assert_eq!(ch, vec![(3, DiskStatus::Recovering)]);
         apply(&mut c, &ch).unwrap();
         assert!(
@@ -285,16 +293,16 @@ mod tests {
     fn the_last_up_member_of_a_chain_stays_up() {
         let mut c = cluster(2);
         // Chains are (1,2) (2,3) (3,4) (4,1): with 2 down, 1 and 3 are last.
-        let ch = plan_liveness(&c, &|n| Some(n == 4));
+        let ch = plan_liveness(&c, &|n| Some(n == 4), &|_| true);
         assert_eq!(ch, vec![(1, DiskStatus::Down), (3, DiskStatus::Down)]);
         apply(&mut c, &ch).unwrap();
-        assert!(plan_liveness(&c, &|n| Some(n == 4)).is_empty());
+        assert!(plan_liveness(&c, &|n| Some(n == 4), &|_| true).is_empty());
         assert!(plan_failed(&c, 4, chain_version(&c, 4)).is_empty());
         // With one replica every NSD is the last of its chain.
         let c1 = cluster(1);
-        assert!(plan_liveness(&c1, &|_| Some(false)).is_empty());
+        assert!(plan_liveness(&c1, &|_| Some(false), &|_| true).is_empty());
         // Unknown liveness changes nothing.
-        assert!(plan_liveness(&cluster(2), &|_| None).is_empty());
+        assert!(plan_liveness(&cluster(2), &|_| None, &|_| true).is_empty());
     }
 
     #[test]
@@ -317,7 +325,7 @@ mod tests {
         apply(&mut c, &ch).unwrap();
         assert_eq!(status(&c, 2), DiskStatus::Stopped);
         assert!(
-            plan_liveness(&c, &|_| Some(true)).is_empty(),
+            plan_liveness(&c, &|_| Some(true), &|_| true).is_empty(),
             "a stopped disk stays stopped"
         );
         let e = plan_admin(&c, "fs1", &names(&["nsd1"]), DiskAction::Stop).unwrap_err();

@@ -28,6 +28,11 @@ impl Liveness {
         }
     }
 
+    /// When `node` was last heard from.
+    pub fn heard_at(&self, node: NodeId) -> Option<Instant> {
+        self.heard.get(&node).map(|(t, _)| *t)
+    }
+
     pub fn heartbeat(&mut self, node: NodeId, epoch: u64, now: Instant) {
         self.heard.insert(node, (now, epoch));
     }

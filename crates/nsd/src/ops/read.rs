@@ -32,6 +32,13 @@ impl Store {
         let path = self.paths.chunk(c);
         let Some(file) = chunk_file::open(&path, false).map_err(|e| self.io("open", &path, e))?
         else {
+            // An absent chunk is a hole, unless the whole chunk tree is
+            // gone (a disk unmounted or removed under the NSD): then it is
+            // an I/O error, so the reader takes another replica.
+            let root = self.paths.root();
+            if let Err(e) = std::fs::metadata(root) {
+                return Err(self.io("find the chunk tree", root, e));
+            }
             return Ok(ChunkRead {
                 chunk_len: 0,
                 present: false,

@@ -152,7 +152,12 @@ impl Env {
     }
 
     pub fn truncate(&self, nsd: NsdId, chunk: ChunkId, len: u32) -> Response {
-        self.request(NsdRequest::Truncate { nsd, chunk, len })
+        self.request(NsdRequest::Truncate {
+            nsd,
+            chunk,
+            len,
+            chain_ver: 0,
+        })
     }
 
     pub fn allocate(&self, nsd: NsdId, chunk: ChunkId, len: u32) -> Response {

@@ -101,6 +101,7 @@ fn directory_removal_races_with_creation() {
                         ino: 50,
                         gen: 1,
                         from_block: 2,
+                        chain_ver: 0,
                     },
                     Bytes::new(),
                 );

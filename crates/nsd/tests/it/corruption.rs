@@ -196,6 +196,7 @@ fn delete_from_removes_damaged_chunks() {
         ino: 8,
         gen: 1,
         from_block: 0,
+        chain_ver: 0,
     };
     let before = e.stat(1).used as i64;
     assert_eq!(e.request(req), Response::Allocated(-before));

@@ -176,6 +176,7 @@ fn delete_from_removes_later_blocks() {
         ino: 3,
         gen: 1,
         from_block,
+        chain_ver: 0,
     };
     assert_eq!(e.request(del(2)), Response::Allocated(-3 * (4 << 10)));
     for b in 0..2 {

@@ -22,6 +22,9 @@ pub struct Manager {
     secret: Secret,
     failure_detection: Duration,
     liveness: Mutex<Liveness>,
+    /// When each disk last went down, so that it comes back only after its
+    /// node was heard from again.
+    down_at: Mutex<std::collections::HashMap<u32, Instant>>,
     rt: Handle,
 }
 
@@ -50,6 +53,7 @@ impl Manager {
             secret,
             failure_detection,
             liveness: Mutex::new(Liveness::new(failure_detection, Instant::now())),
+            down_at: Mutex::new(std::collections::HashMap::new()),
             rt,
         }
     }
@@ -181,12 +185,23 @@ impl Manager {
             for (nsd, st) in &changes {
                 let name = c.nsd(*nsd).map(|n| n.name.clone()).unwrap_or_default();
                 info!(nsd, %name, status = st.as_str(), "disk status changes");
+                self.note_down(*nsd, *st);
             }
             disks::apply(c, &changes)
         };
         match self.rt.block_on(self.raft.update(&apply)) {
             Ok(cfg) => Response::Config(Box::new(cfg)),
             Err(e) => quorum_error(e),
+        }
+    }
+
+    fn note_down(&self, nsd: u32, st: weft_proto::config::DiskStatus) {
+        if st == weft_proto::config::DiskStatus::Down {
+            let mut d = match self.down_at.lock() {
+                Ok(d) => d,
+                Err(p) => p.into_inner(),
+            };
+            d.insert(nsd, Instant::now());
         }
     }
 
@@ -199,7 +214,34 @@ impl Manager {
         let Some(cfg) = self.raft.get() else { return };
         let ids: Vec<u32> = cfg.nodes.iter().map(|n| n.id).collect();
         let me = self.raft.id() as u32;
-        let states = self.lock_liveness().states(&ids, Instant::now());
+        let (states, heard): (Vec<_>, std::collections::HashMap<u32, Instant>) = {
+            let l = self.lock_liveness();
+            let heard = ids
+                .iter()
+                .filter_map(|n| l.heard_at(*n).map(|t| (*n, t)))
+                .collect();
+            (l.states(&ids, Instant::now()), heard)
+        };
+        let down_at = match self.down_at.lock() {
+            Ok(d) => d.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let node_of: std::collections::HashMap<u32, u32> =
+            cfg.nsds.iter().map(|n| (n.id, n.node)).collect();
+        let returned = move |nsd: u32| -> bool {
+            let Some(node) = node_of.get(&nsd) else {
+                return false;
+            };
+            if *node == me {
+                return true;
+            }
+            match (down_at.get(&nsd), heard.get(node)) {
+                (Some(down), Some(heard)) => heard > down,
+                // Down before this manager started: its heartbeat now counts.
+                (None, Some(_)) => true,
+                (_, None) => false,
+            }
+        };
         let alive = move |node: u32| -> Option<bool> {
             if node == me {
                 return Some(true);
@@ -210,14 +252,15 @@ impl Manager {
                 NodeLiveness::Arbitrating => None,
             }
         };
-        if disks::plan_liveness(&cfg, &alive).is_empty() {
+        if disks::plan_liveness(&cfg, &alive, &returned).is_empty() {
             return;
         }
         let apply = |c: &mut ClusterConfig| {
-            let changes = disks::plan_liveness(c, &alive);
+            let changes = disks::plan_liveness(c, &alive, &returned);
             for (nsd, st) in &changes {
                 let name = c.nsd(*nsd).map(|n| n.name.clone()).unwrap_or_default();
                 info!(nsd, %name, status = st.as_str(), "disk status changes with its node's liveness");
+                self.note_down(*nsd, *st);
             }
             disks::apply(c, &changes)
         };

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use bytes::Bytes;
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, StreamExt, TryStreamExt};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use weft_net::{NetError, Pool};
@@ -56,6 +56,9 @@ pub type Progress = Arc<dyn Fn(NsdId, Option<(u64, u64)>) + Send + Sync>;
 #[derive(Default)]
 pub struct Resyncs {
     running: Mutex<BTreeMap<NsdId, (u64, JoinHandle<()>)>>,
+    /// Resyncs that finished, with their chain-table version: not run again
+    /// while this node has not learned that the disk is up.
+    done: Arc<Mutex<BTreeMap<NsdId, u64>>>,
     progress: Option<Progress>,
 }
 
@@ -94,6 +97,7 @@ impl Resyncs {
     pub fn with_progress(progress: Progress) -> Resyncs {
         Resyncs {
             running: Mutex::default(),
+            done: Arc::default(),
             progress: Some(progress),
         }
     }
@@ -119,6 +123,11 @@ impl Resyncs {
             .map(|n| (n.id, chain_version(cfg, n.id)))
             .filter(|(_, v)| *v > 0)
             .collect();
+        let mut done = match self.done.lock() {
+            Ok(d) => d,
+            Err(p) => p.into_inner(),
+        };
+        done.retain(|nsd, ver| want.get(nsd) == Some(ver));
         running.retain(|nsd, (ver, task)| {
             let keep = want.get(nsd) == Some(ver) && !task.is_finished();
             if !keep {
@@ -127,11 +136,12 @@ impl Resyncs {
             keep
         });
         for (nsd, ver) in want {
-            if running.contains_key(&nsd) {
+            if running.contains_key(&nsd) || done.get(&nsd) == Some(&ver) {
                 continue;
             }
             let (cfg, pool, addrs) = (cfg.clone(), pool.clone(), quorum_addrs.to_vec());
             let progress = self.progress.clone();
+            let finished = self.done.clone();
             let task = tokio::spawn(async move {
                 let report = |p: Option<(u64, u64)>| {
                     if let Some(f) = &progress {
@@ -146,8 +156,17 @@ impl Resyncs {
                             nsd,
                             chain_ver: ver,
                         };
-                        if let Err(e) = call_manager(&pool, &addrs, done).await {
-                            warn!(nsd, error = %e, "cannot tell the cluster manager a resync finished");
+                        match call_manager(&pool, &addrs, done).await {
+                            Ok(_) => {
+                                let mut f = match finished.lock() {
+                                    Ok(f) => f,
+                                    Err(p) => p.into_inner(),
+                                };
+                                f.insert(nsd, ver);
+                            }
+                            Err(e) => {
+                                warn!(nsd, error = %e, "cannot tell the cluster manager a resync finished")
+                            }
                         }
                     }
                     Err(e) => {
@@ -301,7 +320,7 @@ async fn resync(
             let left = AtomicU64::new(work.len() as u64);
             let copied = AtomicU64::new(total.bytes + this.bytes);
             report(Some((work.len() as u64, copied.load(Ordering::Relaxed))));
-            let results: Vec<Result<Pass>> = stream::iter(work)
+            let results: Result<Vec<Pass>> = stream::iter(work)
                 .map(|(c, v, h)| {
                     let (left, copied) = (&left, &copied);
                     async move {
@@ -314,10 +333,11 @@ async fn resync(
                     }
                 })
                 .buffer_unordered(IN_FLIGHT)
-                .collect()
+                // The first failure ends the pass: a source cut off would
+                // otherwise cost a timeout per chunk left.
+                .try_collect()
                 .await;
-            for r in results {
-                let p = r?;
+            for p in results? {
                 this.copied += p.copied;
                 this.bytes += p.bytes;
                 this.removed += p.removed;

@@ -459,7 +459,7 @@ async fn control(world: Arc<World>, stop: Arc<std::sync::atomic::AtomicBool>) {
                 _ => Some(false),
             }
         };
-        world.commit(&disks::plan_liveness(&cfg, &alive));
+        world.commit(&disks::plan_liveness(&cfg, &alive, &|_| true));
         for (i, a) in SERVERS.iter().enumerate() {
             if down.contains(*a) {
                 continue;
