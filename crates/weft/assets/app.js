@@ -103,6 +103,7 @@
   function renderBanner() {
     const err = failing.history || failing.overview;
     const banner = $('conn-banner');
+    document.body.classList.toggle('stale', !!err);
     if (!err) { banner.hidden = true; return; }
     const http = /HTTP \d+/.exec(err);
     const since = lastAnswer ? ` · last answer ${fmtDuration((Date.now() - lastAnswer) / 1000)} ago` : '';
