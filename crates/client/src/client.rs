@@ -1385,8 +1385,10 @@ async fn flush_extent(
 ) {
     let (start, bytes, permits) = extent_bytes(extent);
     let at = block * u64::from(f.layout.block_size) + u64::from(start);
+    let len = bytes.len() as u64;
     let result = data.write(&f, at, bytes, false).await.map(|delta| {
         file.with(|s| s.pending_alloc += delta);
+        (weft_metrics::global().pagepool.written_behind_bytes).inc_by(len);
     });
     pool.invalidate_block(&block_key(&f, block));
     file.wb.done(block, result);

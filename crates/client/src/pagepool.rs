@@ -16,6 +16,8 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use weft_metrics::{Metrics, Probe};
+
 use crate::ClientError;
 
 /// One block of one file incarnation.
@@ -97,12 +99,15 @@ impl PagePool {
     pub fn new(capacity: u64) -> Arc<PagePool> {
         // Half the pool may be dirty at once; the rest keeps read-ahead useful.
         let dirty_permits = (capacity / 2 / PERMIT_BYTES).max(1024);
-        Arc::new(PagePool {
+        let pool = Arc::new(PagePool {
             capacity,
             inner: Mutex::new(Inner::default()),
             dirty: Arc::new(Semaphore::new(dirty_permits as usize)),
             dirty_permits,
-        })
+        });
+        let probe: Arc<dyn Probe> = pool.clone();
+        weft_metrics::global().add_probe(Arc::downgrade(&probe));
+        pool
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -110,6 +115,12 @@ impl PagePool {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         }
+    }
+
+    /// Bytes written by applications and not yet acknowledged by the NSDs.
+    fn dirty_bytes(&self) -> u64 {
+        let free = self.dirty.available_permits() as u64;
+        self.dirty_permits.saturating_sub(free) * PERMIT_BYTES
     }
 
     pub fn stats(&self) -> PagePoolStats {
@@ -147,6 +158,8 @@ impl PagePool {
             Some(Slot::Loading { load, .. }) => (Some(load.clone()), None),
             None => (None, None),
         };
+        let pp = &weft_metrics::global().pagepool;
+        if found.is_some() { pp.hits.inc() } else { pp.misses.inc() };
         if let Some(old) = old_tick {
             g.lru.remove(&old);
             g.lru.insert(tick, *key);
@@ -202,6 +215,7 @@ impl PagePool {
         g.tick += 1;
         let tick = g.tick;
         g.cached += data.len() as u64;
+        (weft_metrics::global().pagepool.prefetched_bytes).inc_by(data.len() as u64);
         g.slots.insert(key, Slot::Ready { data, tick });
         g.lru.insert(tick, key);
         while g.cached > self.capacity {
@@ -248,6 +262,15 @@ impl PagePool {
             g.lru.remove(&tick);
             g.cached -= data.len() as u64;
         }
+    }
+}
+
+impl Probe for PagePool {
+    fn sample(&self, m: &Metrics) {
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        m.pagepool.size_bytes.inc_by(gauge(self.capacity));
+        m.pagepool.used_bytes.inc_by(gauge(self.lock().cached));
+        m.pagepool.dirty_bytes.inc_by(gauge(self.dirty_bytes()));
     }
 }
 

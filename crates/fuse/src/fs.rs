@@ -10,9 +10,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
+use weft_metrics::{FsMetrics, OpMetric};
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags,
@@ -93,6 +94,8 @@ struct Shared {
     read_fhs: Mutex<HashSet<u64>>,
     /// Lock owners that took fcntl, OFD or flock locks through this mount.
     lock_owners: LockOwners,
+    /// The file system's API metrics (GPFSFilesystemAPI / GPFSVFS).
+    metrics: Arc<FsMetrics>,
 }
 
 impl Shared {
@@ -185,6 +188,7 @@ pub(crate) struct WeftFs {
 impl WeftFs {
     pub(crate) fn new(client: Arc<Client>, rt: Handle, max_write: u32) -> Self {
         let blksize = client.block_size();
+        let metrics = weft_metrics::global().fs(&client.fs_info().name);
         WeftFs {
             shared: Arc::new(Shared {
                 client,
@@ -193,6 +197,7 @@ impl WeftFs {
                 next_fh: AtomicU64::new(1),
                 read_fhs: Mutex::new(HashSet::new()),
                 lock_owners: LockOwners::default(),
+                metrics,
             }),
             rt,
             max_write,
@@ -207,7 +212,7 @@ impl WeftFs {
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fut = f(self.shared.clone());
+        let fut = counted(&self.shared, op.name, f(self.shared.clone()));
         match op.caller {
             Some(c) => self
                 .rt
@@ -222,7 +227,7 @@ impl WeftFs {
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fut = f(self.shared.clone());
+        let fut = counted(&self.shared, op.name, f(self.shared.clone()));
         match op.caller {
             Some(c) => drop(
                 self.rt
@@ -238,8 +243,36 @@ impl WeftFs {
 /// carry none: POSIX checks them at open, not at each call.
 #[derive(Clone)]
 struct Op {
+    name: &'static str,
     span: Span,
     caller: Option<Cred>,
+}
+
+tokio::task_local! {
+    /// The metric of the FUSE request a task answers: a reply with an
+    /// errno counts as its failure (see [`crate::errno::reply_errno`]).
+    pub(crate) static CURRENT_OP: Arc<OpMetric>;
+}
+
+/// `fut` counted and timed as one `name` request of this file system.
+fn counted<Fut>(st: &Shared, name: &'static str, fut: Fut) -> impl Future<Output = ()> + Send + 'static
+where
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let metric = st.metrics.op(name);
+    async move {
+        let at = Instant::now();
+        CURRENT_OP.scope(metric.clone(), fut).await;
+        let took = at.elapsed();
+        metric.record(took, true);
+        weft_metrics::global().totals.fs_op(name, took);
+    }
+}
+
+/// Counts a request answered on the FUSE thread without the runtime.
+fn counted_here(st: &Shared, name: &'static str) {
+    st.metrics.op(name).record(std::time::Duration::ZERO, true);
+    weft_metrics::global().totals.fs_op(name, std::time::Duration::ZERO);
 }
 
 impl std::ops::Deref for Op {
@@ -252,6 +285,7 @@ impl std::ops::Deref for Op {
 /// The span and caller of one FUSE request.
 fn op_span(op: &'static str, req: &Request, ino: u64) -> Op {
     Op {
+        name: op,
         span: tracing::debug_span!("fuse", op, req = req.unique().0, ino),
         caller: Some(crate::caller::of(req.uid(), req.gid(), req.pid())),
     }
@@ -570,7 +604,11 @@ impl Filesystem for WeftFs {
             offset,
             size
         );
-        let op = Op { span, caller: None };
+        let op = Op {
+            name: "read",
+            span,
+            caller: None,
+        };
         let direct = flags.0 & libc::O_DIRECT != 0;
         self.spawn(op, move |st| async move {
             let read = st.client.read_with(ino.0, offset, size, direct);
@@ -580,7 +618,11 @@ impl Filesystem for WeftFs {
                 read.await
             };
             match res {
-                Ok(data) => reply.data(&data),
+                Ok(data) => {
+                    st.metrics.read_bytes.inc_by(data.len() as u64);
+                    weft_metrics::global().totals.fs_read(data.len() as u64);
+                    reply.data(&data)
+                }
                 Err(e) => reply.error(reply_errno("read", ino.0, &e)),
             }
         });
@@ -608,11 +650,19 @@ impl Filesystem for WeftFs {
             offset,
             size = data.len()
         );
-        let op = Op { span, caller: None };
+        let op = Op {
+            name: "write",
+            span,
+            caller: None,
+        };
         self.spawn(op, move |st| async move {
             let direct = flags.0 & libc::O_DIRECT != 0;
             match st.client.write_with(ino.0, offset, data, direct).await {
-                Ok(written) => reply.written(written),
+                Ok(written) => {
+                    st.metrics.written_bytes.inc_by(u64::from(written));
+                    weft_metrics::global().totals.fs_written(u64::from(written));
+                    reply.written(written)
+                }
                 Err(e) => reply.error(reply_errno("write", ino.0, &e)),
             }
         });
@@ -686,6 +736,7 @@ impl Filesystem for WeftFs {
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let _span = op_span("opendir", req, ino.0).span.entered();
+        counted_here(&self.shared, "opendir");
         let fh = self.shared.new_fh();
         self.shared
             .dirs()
@@ -795,6 +846,7 @@ impl Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         let _span = op_span("releasedir", req, ino.0).span.entered();
+        counted_here(&self.shared, "releasedir");
         self.shared.dirs().remove(&fh.0);
         reply.ok();
     }

@@ -193,6 +193,11 @@ impl LockTable {
         self.with(|st| st.heard(client, now, self.lease));
     }
 
+    /// Locks held on every inode of the shard.
+    pub(crate) fn count(&self) -> usize {
+        self.with(|st| st.inodes.values().map(Vec::len).sum())
+    }
+
     /// Every lock held on `ino` (tests and diagnostics).
     #[cfg(test)]
     pub(crate) fn held(&self, ino: Ino) -> Vec<ByteLock> {

@@ -41,6 +41,7 @@ pub struct MetaServer {
     /// callers would free it (the second one's `Reclaim` failing, which
     /// fails its unlink with ENOENT).
     handoff: std::sync::Mutex<()>,
+    metrics: Arc<weft_metrics::MetaMetrics>,
 }
 
 impl MetaServer {
@@ -50,6 +51,7 @@ impl MetaServer {
     /// Weft shard.
     pub fn open(path: &Path, spec: MetaSpec) -> Result<MetaServer, MetaError> {
         let db = Arc::new(crate::open::open_database(path, &spec)?);
+        let metrics = weft_metrics::global().meta(&spec.name);
         let flusher = Flusher::start(
             Arc::downgrade(&db),
             if spec.durable {
@@ -57,6 +59,7 @@ impl MetaServer {
             } else {
                 spec.sync_interval_ms
             },
+            metrics.clone(),
         );
         tracing::info!(path = %path.display(), fs = spec.fs, shard = spec.shard, "metadata shard open");
         let lease = (spec.lock_lease_ms > 0).then(|| Duration::from_millis(spec.lock_lease_ms));
@@ -68,6 +71,7 @@ impl MetaServer {
             locks: LockTable::with_lease(lease),
             opens: OpenTable::with_lease(lease),
             handoff: std::sync::Mutex::default(),
+            metrics,
         })
     }
 
@@ -93,6 +97,12 @@ impl MetaServer {
     /// file sizes durable (see `ordered`); without one, they do not wait.
     pub fn set_data_barrier(&self, barrier: std::sync::Arc<dyn crate::DataBarrier>) {
         self.flusher.order().set_hook(barrier);
+    }
+
+    /// Sets the gauges of this shard (locks held).
+    pub fn sample_metrics(&self) {
+        let n = i64::try_from(self.locks.count()).unwrap_or(i64::MAX);
+        self.metrics.locks_held.set(n);
     }
 
     /// Makes every commit so far durable (after the data under new sizes):
@@ -420,7 +430,10 @@ impl MetaServer {
         match out {
             Ok(v) => {
                 txn.commit()?;
-                if !durable {
+                self.metrics.transactions.inc();
+                if durable {
+                    self.metrics.fsyncs.inc();
+                } else {
                     self.flusher.mark_dirty();
                 }
                 Ok(v)

@@ -10,6 +10,8 @@ use crate::error::MetaError;
 pub struct MetaSpec {
     /// File system the shard belongs to; recorded at creation and checked on every open.
     pub fs: FsId,
+    /// The file system's name, as metrics label it.
+    pub name: String,
     /// Shard id: the high bits of every inode number allocated here; recorded
     /// at creation and checked on every open.
     pub shard: ShardId,
@@ -46,6 +48,7 @@ impl MetaSpec {
         let table = fs.chain_tables.first()?;
         Some(MetaSpec {
             fs: fs.id,
+            name: fs.name.clone(),
             shard: 0,
             block_size: fs.block_size,
             pool: 0,

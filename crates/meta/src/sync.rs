@@ -25,6 +25,8 @@ pub(crate) struct Flusher {
 struct Shared {
     /// Commits since the last durable one.
     dirty: AtomicBool,
+    /// Counts durable commits.
+    metrics: Arc<weft_metrics::MetaMetrics>,
     /// Serialises durable commits with each other.
     gate: Mutex<()>,
     /// Data before size.
@@ -52,6 +54,8 @@ fn sync_now(db: &Database, st: &Shared, forced: bool) -> Result<(), OpError> {
         }
         txn.set_durability(Durability::Immediate)?;
         txn.commit()?;
+        st.metrics.commit_batches.inc();
+        st.metrics.fsyncs.inc();
         Ok(true)
     };
     match st.order.durable_commit(commit, forced) {
@@ -69,10 +73,15 @@ fn sync_now(db: &Database, st: &Shared, forced: bool) -> Result<(), OpError> {
 
 impl Flusher {
     /// Starts the periodic flusher; with `interval_ms` 0 only `sync` flushes.
-    pub fn start(db: Weak<Database>, interval_ms: u32) -> Flusher {
+    pub fn start(
+        db: Weak<Database>,
+        interval_ms: u32,
+        metrics: Arc<weft_metrics::MetaMetrics>,
+    ) -> Flusher {
         let state = Arc::new(Shared {
             dirty: AtomicBool::new(false),
             gate: Mutex::new(()),
+            metrics,
             order: DataOrder::default(),
             stop: Mutex::new(false),
             wake: Condvar::new(),

@@ -16,6 +16,7 @@ use crate::{MetaServer, MetaSpec};
 pub(crate) fn spec() -> MetaSpec {
     MetaSpec {
         fs: 7,
+        name: "fs7".into(),
         shard: 0,
         block_size: DEFAULT_BLOCK,
         pool: 1,

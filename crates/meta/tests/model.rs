@@ -262,6 +262,7 @@ impl Shard {
         let dir = tempfile::tempdir().unwrap();
         let spec = MetaSpec {
             fs: 1,
+            name: "fs1".into(),
             shard: 0,
             block_size: 1 << 20,
             pool: 0,

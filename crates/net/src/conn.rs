@@ -245,10 +245,10 @@ impl Peer {
         let from = self.client_id;
         let (resp, data) = if handler.is_quick(&req) {
             // Cheaper than two thread hand-offs.
-            handler.handle_from(from, req, data)
+            crate::server::served(&**handler, from, req, data)
         } else {
             let handler = handler.clone();
-            tokio::task::spawn_blocking(move || handler.handle_from(from, req, data))
+            tokio::task::spawn_blocking(move || crate::server::served(&*handler, from, req, data))
                 .await
                 .map_err(|e| closed(&self.addr, &format!("local request handler failed: {e}")))?
         };
@@ -288,6 +288,15 @@ impl Peer {
     /// Sends one request and waits for its response. A `Response::Error` is
     /// returned as `NetError::Remote`.
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
+        let (role, kind) = req.kind();
+        let metric = weft_metrics::global().rpc_call(role, kind);
+        let at = std::time::Instant::now();
+        let out = self.call_uncounted(req, data).await;
+        metric.record(at.elapsed(), out.is_ok());
+        out
+    }
+
+    async fn call_uncounted(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
         if let Some(t) = &self.via {
             return t.call(&self.addr, req, data).await;
         }

@@ -16,6 +16,16 @@ use crate::handshake::{self, decode, read_frame, write_frame};
 use crate::Secret;
 
 /// Serves requests. Runs on a blocking thread, many at once.
+/// Runs `req` through `handler`, counted and timed as a served RPC.
+pub(crate) fn served(handler: &dyn Handler, from: u64, req: Request, data: Bytes) -> (Response, Bytes) {
+    let (role, kind) = req.kind();
+    let metric = weft_metrics::global().rpc_served(role, kind);
+    let at = std::time::Instant::now();
+    let out = handler.handle_from(from, req, data);
+    metric.record(at.elapsed(), !matches!(out.0, Response::Error(_)));
+    out
+}
+
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: Request, data: Bytes) -> (Response, Bytes);
 
@@ -155,7 +165,7 @@ async fn connection(
         let data = frame.data;
         tokio::spawn(async move {
             let out =
-                tokio::task::spawn_blocking(move || handler.handle_from(from, req, data)).await;
+                tokio::task::spawn_blocking(move || served(&*handler, from, req, data)).await;
             let (resp, data) = match out {
                 Ok(r) => r,
                 Err(e) => (

@@ -17,6 +17,8 @@ use crate::{RequestError, WriteMode};
 pub trait ChunkStore: Send + Sync {
     /// The NSD this store serves.
     fn id(&self) -> NsdId;
+    /// Its name (`nsd3`), as metrics label it.
+    fn name(&self) -> &str;
     /// Writes `data` at `offset` of the chunk (creating it; a gap reads as
     /// zeros); answers the allocation change.
     fn write(
@@ -89,6 +91,10 @@ pub trait ChunkStore: Send + Sync {
 impl ChunkStore for crate::Store {
     fn id(&self) -> NsdId {
         crate::Store::id(self)
+    }
+
+    fn name(&self) -> &str {
+        &self.spec().name
     }
 
     fn barrier(&self) -> Result<(), RequestError> {

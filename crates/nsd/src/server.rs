@@ -13,12 +13,14 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use weft_proto::config::DiskStatus;
 use weft_proto::msg::{NsdRequest, Response};
 use weft_proto::types::{ChunkId, Ino, NsdId};
+use weft_metrics::NsdMetrics;
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::{NsdError, RequestError};
@@ -41,6 +43,8 @@ pub struct NsdServer {
     /// Resync progress of NSDs being brought up to date: (chunks the pass
     /// still has to do, bytes copied so far).
     resyncs: RwLock<BTreeMap<NsdId, (u64, u64)>>,
+    /// Disk I/O metrics (GPFSNSDDisk), in the order of `stores`.
+    metrics: Vec<Arc<NsdMetrics>>,
 }
 
 /// What the server knows of one NSD's chains.
@@ -52,6 +56,17 @@ pub struct ChainState {
 }
 
 impl NsdServer {
+    /// Sets the capacity and free-space gauges of every NSD served here.
+    pub fn sample_metrics(&self) {
+        for stat in self.stats() {
+            if let Some(m) = self.metrics(stat.nsd) {
+                let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                m.capacity_bytes.set(gauge(stat.size));
+                m.free_bytes.set(gauge(stat.free));
+            }
+        }
+    }
+
     /// Usage of every NSD; NSDs sharing one local file system split its free space.
     fn stats(&self) -> Vec<weft_proto::msg::NsdStat> {
         let devices: Vec<Option<u64>> = self.stores.iter().map(|s| s.device()).collect();
@@ -109,8 +124,13 @@ impl NsdServer {
     }
 
     fn over(stores: Vec<Box<dyn ChunkStore>>) -> NsdServer {
+        let metrics = stores
+            .iter()
+            .map(|s| weft_metrics::global().nsd(s.name()))
+            .collect();
         NsdServer {
             stores,
+            metrics,
             chains: RwLock::new(BTreeMap::new()),
             resyncs: RwLock::new(BTreeMap::new()),
         }
@@ -253,6 +273,36 @@ impl NsdServer {
         self.store(nsd).ok().and_then(|s| s.chunk_path(chunk))
     }
 
+    fn metrics(&self, id: NsdId) -> Option<&NsdMetrics> {
+        let i = self.stores.binary_search_by_key(&id, |s| s.id()).ok()?;
+        self.metrics.get(i).map(|m| m.as_ref())
+    }
+
+    /// Counts one read (`write` false) or write of `bytes` that took `took`,
+    /// or a read that found damage.
+    fn count_io(&self, nsd: NsdId, write: bool, res: Result<u64, &RequestError>, took: Duration) {
+        let Some(m) = self.metrics(nsd) else {
+            return;
+        };
+        match res {
+            Ok(bytes) => {
+                let (n, b, h) = if write {
+                    (&m.writes, &m.written_bytes, &m.write_seconds)
+                } else {
+                    (&m.reads, &m.read_bytes, &m.read_seconds)
+                };
+                n.inc();
+                b.inc_by(bytes);
+                h.observe(took.as_secs_f64());
+                weft_metrics::global().totals.nsd_io(write, bytes, took);
+            }
+            Err(RequestError::Checksum { .. } | RequestError::Corrupt { .. }) => {
+                m.checksum_errors.inc();
+            }
+            Err(_) => {}
+        }
+    }
+
     fn store(&self, id: NsdId) -> Result<&dyn ChunkStore, RequestError> {
         self.stores
             .binary_search_by_key(&id, |s| s.id())
@@ -293,9 +343,11 @@ impl NsdServer {
                     chain_ver,
                     chain,
                 };
-                self.store(nsd)?
-                    .write(&chunk, offset, data, mode)
-                    .map(allocated)
+                let at = Instant::now();
+                let res = self.store(nsd)?.write(&chunk, offset, data, mode);
+                let len = data.len() as u64;
+                self.count_io(nsd, true, res.as_ref().map(|_| len), at.elapsed());
+                res.map(allocated)
             }
             NsdRequest::Read {
                 nsd,
@@ -304,7 +356,11 @@ impl NsdServer {
                 len,
                 direct,
             } => {
-                let r = self.store(nsd)?.read(&chunk, offset, len, direct)?;
+                let at = Instant::now();
+                let res = self.store(nsd)?.read(&chunk, offset, len, direct);
+                let n = res.as_ref().map(|r| r.data.len() as u64);
+                self.count_io(nsd, false, n, at.elapsed());
+                let r = res?;
                 Ok((
                     Response::ChunkRead {
                         chunk_len: r.chunk_len,

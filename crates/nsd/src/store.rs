@@ -120,6 +120,10 @@ impl Store {
         self.spec.id
     }
 
+    pub fn spec(&self) -> &NsdSpec {
+        &self.spec
+    }
+
     /// What recovery did when this NSD was opened.
     pub fn recovered(&self) -> RecoveryReport {
         self.recovered

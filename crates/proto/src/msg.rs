@@ -82,8 +82,21 @@ pub enum Request {
     Node(NodeRequest),
 }
 
+impl Request {
+    /// The role a request goes to and its type, as metrics label them
+    /// (`("meta", "Create")`).
+    pub fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            Request::Nsd(r) => ("nsd", r.into()),
+            Request::Meta { req, .. } => ("meta", req.into()),
+            Request::Quorum(r) => ("quorum", r.into()),
+            Request::Node(r) => ("node", r.into()),
+        }
+    }
+}
+
 /// Requests to a node's daemon.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 pub enum NodeRequest {
     /// Serve a FUSE mount of file system `fs` on `path` (an absolute path on
     /// this node).
@@ -98,7 +111,7 @@ pub enum NodeRequest {
 }
 
 /// Requests to the nsd role. Chunk data travels as the frame's data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 pub enum NsdRequest {
     /// Writes the frame's data at `offset` inside the chunk, creating it.
     Write {
@@ -240,7 +253,7 @@ impl ChunkVersion {
 }
 
 /// Requests to the meta role. Names are raw bytes (Linux file names).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 pub enum MetaRequest {
     Lookup {
         parent: Ino,
@@ -412,7 +425,7 @@ pub enum MetaRequest {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 pub enum QuorumRequest {
     GetConfig,
     /// A node joins: sent on a join connection (see [`JoinClaim`]).

@@ -69,6 +69,11 @@ impl DataDir {
         self.run_dir().join("weft.addr")
     }
 
+    /// The address of the running node's HTTP listener (`weft stats`).
+    pub fn http_file(&self) -> PathBuf {
+        self.run_dir().join("http.addr")
+    }
+
     pub fn state(&self) -> Result<DirState> {
         if !self.root.exists() {
             return Ok(DirState::Empty);

@@ -8,6 +8,7 @@ mod chain;
 mod cluster;
 mod cmd;
 mod datadir;
+mod http;
 mod node;
 mod size;
 

@@ -75,6 +75,14 @@ impl Node {
         }
     }
 
+    /// Every meta shard this node serves now.
+    pub fn meta_servers(&self) -> Vec<Arc<MetaServer>> {
+        match self.meta.read() {
+            Ok(m) => m.values().cloned().collect(),
+            Err(p) => p.into_inner().values().cloned().collect(),
+        }
+    }
+
     pub fn meta_server(&self, fs: FsId) -> Option<Arc<MetaServer>> {
         match self.meta.read() {
             Ok(m) => m.get(&fs).cloned(),

@@ -10,10 +10,12 @@
 //! they are tested without a cluster.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use bytes::Bytes;
+use weft_client::Cluster;
 use serde::Serialize;
 use weft_proto::config::{Availability, ClusterConfig, DiskStatus};
 use weft_proto::msg::{NodeLiveness, NodeState, NsdRequest, NsdStat, QuorumRequest};
@@ -59,34 +61,42 @@ pub struct Finding {
 /// What the NSD servers said: per server node, its stats or why it did not answer.
 pub type ServerAnswers = BTreeMap<NodeId, Result<Vec<NsdStat>, String>>;
 
-pub fn run(args: HealthArgs) -> Result<()> {
-    let rt = admin::runtime()?;
-    let findings = rt.block_on(async {
-        let cluster = admin::connect(&args.target).await?;
-        let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
-        let quorum: Vec<String> = cfg
-            .nodes
-            .iter()
-            .filter(|n| n.roles.quorum)
-            .map(|n| n.addr.clone())
-            .collect();
-        let states = match crate::cluster::call::call_manager(
-            cluster.pool(),
-            &quorum,
-            QuorumRequest::NodeStates,
-        )
-        .await
-        {
-            Ok(Response::NodeStates(s)) => Ok(s),
-            Ok(other) => Err(format!("unexpected answer {other:?}")),
-            Err(e) => Err(format!("{e:#}")),
-        };
-        let mut answers = ServerAnswers::new();
-        for node in cfg
-            .nodes
-            .iter()
-            .filter(|n| cfg.nsds.iter().any(|d| d.node == n.id))
-        {
+/// What a health verdict is made of: the configuration, the node states
+/// the cluster manager gives, and every NSD server's answer.
+pub struct Gathered {
+    pub config: Arc<ClusterConfig>,
+    pub states: Result<Vec<NodeState>, String>,
+    pub answers: ServerAnswers,
+}
+
+impl Gathered {
+    pub fn findings(&self) -> Vec<Finding> {
+        assess(&self.config, &self.states, &self.answers)
+    }
+}
+
+/// Asks the cluster manager and every NSD server, each bounded in time.
+pub async fn gather(cluster: &Cluster) -> Gathered {
+    let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
+    let quorum: Vec<String> = cfg
+        .nodes
+        .iter()
+        .filter(|n| n.roles.quorum)
+        .map(|n| n.addr.clone())
+        .collect();
+    let ask_manager =
+        crate::cluster::call::call_manager(cluster.pool(), &quorum, QuorumRequest::NodeStates);
+    let states = match tokio::time::timeout(ASK_TIMEOUT, ask_manager).await {
+        Ok(Ok(Response::NodeStates(s))) => Ok(s),
+        Ok(Ok(other)) => Err(format!("unexpected answer {other:?}")),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(_) => Err(format!("no answer within {ASK_TIMEOUT:?}")),
+    };
+    let asks = cfg
+        .nodes
+        .iter()
+        .filter(|n| cfg.nsds.iter().any(|d| d.node == n.id))
+        .map(|node| async move {
             let peer = cluster.pool().peer(&node.addr);
             let ask = peer.call(Request::Nsd(NsdRequest::Stats), Bytes::new());
             let answer = match tokio::time::timeout(ASK_TIMEOUT, ask).await {
@@ -95,9 +105,21 @@ pub fn run(args: HealthArgs) -> Result<()> {
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err(format!("no answer within {ASK_TIMEOUT:?}")),
             };
-            answers.insert(node.id, answer);
-        }
-        anyhow::Ok(assess(&cfg, &states, &answers))
+            (node.id, answer)
+        });
+    let answers = futures::future::join_all(asks).await.into_iter().collect();
+    Gathered {
+        config: cfg,
+        states,
+        answers,
+    }
+}
+
+pub fn run(args: HealthArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    let findings = rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        anyhow::Ok(gather(&cluster).await.findings())
     })?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);

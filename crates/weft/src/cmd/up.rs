@@ -65,6 +65,11 @@ pub struct UpArgs {
     /// min(N, 3). Without it, one process serves every role.
     #[arg(long)]
     nodes: Option<u32>,
+    /// Address of the HTTP listener: Prometheus metrics on /metrics, health
+    /// on /health, the dashboard on / (`none`: no listener). With --nodes,
+    /// node K listens on 127.0.0.K at this port.
+    #[arg(long, default_value = crate::http::DEFAULT_HTTP)]
+    http: String,
 }
 
 struct Checked {
@@ -74,6 +79,7 @@ struct Checked {
     block_size: Option<u32>,
     mount: Option<PathBuf>,
     over_tcp: bool,
+    http: Option<std::net::SocketAddr>,
 }
 
 /// Validates every option before anything is created or changed.
@@ -126,6 +132,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
         block_size,
         mount,
         over_tcp: args.mount_over_tcp,
+        http: crate::http::parse(&args.http)?,
     })
 }
 
@@ -258,6 +265,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     );
     let _lock = dir.lock()?;
     let secret = Secret::load(&dir.secret())?;
+    let http = checked.http.map(crate::http::bind).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weft")
@@ -387,6 +395,25 @@ pub fn run(args: UpArgs) -> Result<()> {
     };
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
         .context("cannot write the run file")?;
+    if let Some(listener) = http {
+        let source = crate::http::Source {
+            node: local.clone(),
+            name: config
+                .nodes
+                .first()
+                .map_or_else(|| "node1".to_string(), |n| n.name.clone()),
+            addr: addr.clone(),
+            connect: crate::http::Connect::Local {
+                addr: addr.clone(),
+                handler: node.clone(),
+                secret: secret.clone(),
+            },
+        };
+        let at = crate::http::start(listener, source, rt.handle())?;
+        std::fs::write(dir.http_file(), format!("{at}\n"))
+            .context("cannot write the run file")?;
+        println!("weft: metrics and dashboard on http://{at}/ (Prometheus: http://{at}/metrics)");
+    }
 
     let result = rt.block_on(serve_until_signal(
         &dir,
@@ -402,6 +429,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     local.close_meta();
     server.abort();
     let _ = std::fs::remove_file(dir.addr_file());
+    let _ = std::fs::remove_file(dir.http_file());
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     result
 }
