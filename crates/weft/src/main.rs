@@ -44,6 +44,8 @@ enum Command {
     Perf(cmd::perf::PerfArgs),
     /// One line per node, NSD and file system: healthy, degraded or failed, and what to do (like mmhealth).
     Health(cmd::health::HealthArgs),
+    /// A node's activity from its /metrics endpoint: live view, a line per interval, or --once [--json] (like mmperfmon).
+    Stats(cmd::stats::StatsArgs),
     /// Cluster commands (like mmcrcluster).
     Cluster {
         #[command(subcommand)]
@@ -146,6 +148,7 @@ fn main() -> ExitCode {
         },
         Command::Perf(a) => cmd::perf::run(a),
         Command::Health(a) => cmd::health::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
         Command::Cluster { cmd } => match cmd {
             ClusterCommand::Init(a) => cluster::init(a),
             ClusterCommand::Token(a) => cluster::token(a),

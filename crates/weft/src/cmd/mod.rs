@@ -6,5 +6,6 @@ pub mod fs_show;
 pub mod health;
 pub mod perf;
 mod perf_hard;
+pub mod stats;
 pub mod up;
 pub mod up_nodes;
