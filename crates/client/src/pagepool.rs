@@ -159,7 +159,11 @@ impl PagePool {
             None => (None, None),
         };
         let pp = &weft_metrics::global().pagepool;
-        if found.is_some() { pp.hits.inc() } else { pp.misses.inc() };
+        if found.is_some() {
+            pp.hits.inc()
+        } else {
+            pp.misses.inc()
+        };
         if let Some(old) = old_tick {
             g.lru.remove(&old);
             g.lru.insert(tick, *key);

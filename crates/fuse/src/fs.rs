@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
-use weft_metrics::{FsMetrics, OpMetric};
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags,
@@ -24,6 +23,7 @@ use fuser::{
 use tokio::runtime::Handle;
 use tracing::{Instrument, Span};
 use weft_client::{Client, ClientError};
+use weft_metrics::{FsMetrics, OpMetric};
 use weft_proto::types::{
     Attr, ByteLock, Cred, Ino, LockKind, LockReply, NewNode, SetAttr, TimeSet,
 };
@@ -255,7 +255,11 @@ tokio::task_local! {
 }
 
 /// `fut` counted and timed as one `name` request of this file system.
-fn counted<Fut>(st: &Shared, name: &'static str, fut: Fut) -> impl Future<Output = ()> + Send + 'static
+fn counted<Fut>(
+    st: &Shared,
+    name: &'static str,
+    fut: Fut,
+) -> impl Future<Output = ()> + Send + 'static
 where
     Fut: Future<Output = ()> + Send + 'static,
 {
@@ -272,7 +276,9 @@ where
 /// Counts a request answered on the FUSE thread without the runtime.
 fn counted_here(st: &Shared, name: &'static str) {
     st.metrics.op(name).record(std::time::Duration::ZERO, true);
-    weft_metrics::global().totals.fs_op(name, std::time::Duration::ZERO);
+    weft_metrics::global()
+        .totals
+        .fs_op(name, std::time::Duration::ZERO);
 }
 
 impl std::ops::Deref for Op {

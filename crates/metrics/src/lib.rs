@@ -267,7 +267,12 @@ where
 impl Metrics {
     fn new() -> Metrics {
         let mut r = Registry::default();
-        let fs_ops = OpFamily::new(&mut r, "weft_fs_ops", "weft_fs_op", "file system API (FUSE) operations");
+        let fs_ops = OpFamily::new(
+            &mut r,
+            "weft_fs_ops",
+            "weft_fs_op",
+            "file system API (FUSE) operations",
+        );
         let fs_read_bytes = counter(&mut r, "weft_fs_read_bytes", "bytes read by applications");
         let fs_written_bytes = counter(
             &mut r,
@@ -277,11 +282,8 @@ impl Metrics {
         let nsd_reads = counter(&mut r, "weft_nsd_reads", "chunk reads served by the NSD");
         let nsd_writes = counter(&mut r, "weft_nsd_writes", "chunk writes applied on the NSD");
         let nsd_read_bytes = counter(&mut r, "weft_nsd_read_bytes", "bytes read from the NSD");
-        let nsd_written_bytes = counter(
-            &mut r,
-            "weft_nsd_written_bytes",
-            "bytes written to the NSD",
-        );
+        let nsd_written_bytes =
+            counter(&mut r, "weft_nsd_written_bytes", "bytes written to the NSD");
         let nsd_seconds = HistFamily::<NsdOpLabels>::new_with_constructor(latency);
         r.register_with_unit(
             "weft_nsd_op",
@@ -316,9 +318,23 @@ impl Metrics {
             "weft_meta_locks_held",
             "byte-range and whole-file locks held",
         );
-        let rpc_calls = OpFamily::new(&mut r, "weft_rpc_calls", "weft_rpc_call", "RPCs this process made");
-        let rpc_served = OpFamily::new(&mut r, "weft_rpc_served", "weft_rpc_served", "RPCs this process served");
-        let info = gauge(&mut r, "weft_node_info", "the node: cluster, name and version");
+        let rpc_calls = OpFamily::new(
+            &mut r,
+            "weft_rpc_calls",
+            "weft_rpc_call",
+            "RPCs this process made",
+        );
+        let rpc_served = OpFamily::new(
+            &mut r,
+            "weft_rpc_served",
+            "weft_rpc_served",
+            "RPCs this process served",
+        );
+        let info = gauge(
+            &mut r,
+            "weft_node_info",
+            "the node: cluster, name and version",
+        );
         let pagepool = PagepoolMetrics {
             hits: Counter::default(),
             misses: Counter::default(),
@@ -563,7 +579,10 @@ mod tests {
         m.rpc_call("meta", "Create")
             .record(Duration::from_millis(1), true);
         let text = m.encode();
-        assert!(text.contains("weft_fs_ops_total{fs=\"fsT\",op=\"create\"} 2"), "{text}");
+        assert!(
+            text.contains("weft_fs_ops_total{fs=\"fsT\",op=\"create\"} 2"),
+            "{text}"
+        );
         assert!(text.contains("weft_fs_op_errors_total{fs=\"fsT\",op=\"create\"} 1"));
         assert!(text.contains("weft_fs_op_seconds_count{fs=\"fsT\",op=\"create\"} 2"));
         assert!(text.contains("weft_fs_written_bytes_total{fs=\"fsT\"} 4096"));

@@ -107,21 +107,57 @@ impl Collector for ProcessCollector {
             )?;
             ConstCounter::new(s.cpu_seconds / self.ticks).encode(m)?;
             let rss = s.resident_pages * self.page;
-            gauge(&mut enc, "process_resident_memory", "resident memory", Some(&Unit::Bytes), rss)?;
+            gauge(
+                &mut enc,
+                "process_resident_memory",
+                "resident memory",
+                Some(&Unit::Bytes),
+                rss,
+            )?;
             let virt = s.virtual_bytes;
-            gauge(&mut enc, "process_virtual_memory", "virtual memory", Some(&Unit::Bytes), virt)?;
-            gauge(&mut enc, "process_threads", "threads of the process", None, s.threads)?;
+            gauge(
+                &mut enc,
+                "process_virtual_memory",
+                "virtual memory",
+                Some(&Unit::Bytes),
+                virt,
+            )?;
+            gauge(
+                &mut enc,
+                "process_threads",
+                "threads of the process",
+                None,
+                s.threads,
+            )?;
             if let Some(boot) = self.boot {
                 let start = boot + s.start_ticks / self.ticks;
                 let help = "start time of the process since the Unix epoch";
-                gauge(&mut enc, "process_start_time", help, Some(&Unit::Seconds), start)?;
+                gauge(
+                    &mut enc,
+                    "process_start_time",
+                    help,
+                    Some(&Unit::Seconds),
+                    start,
+                )?;
             }
         }
         if let Some(n) = open_fds() {
-            gauge(&mut enc, "process_open_fds", "open file descriptors", None, n)?;
+            gauge(
+                &mut enc,
+                "process_open_fds",
+                "open file descriptors",
+                None,
+                n,
+            )?;
         }
         if let Some(n) = max_fds() {
-            gauge(&mut enc, "process_max_fds", "limit of open file descriptors", None, n)?;
+            gauge(
+                &mut enc,
+                "process_max_fds",
+                "limit of open file descriptors",
+                None,
+                n,
+            )?;
         }
         Ok(())
     }

@@ -296,7 +296,11 @@ impl Peer {
         out
     }
 
-    async fn call_uncounted(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
+    async fn call_uncounted(
+        &self,
+        req: Request,
+        data: Bytes,
+    ) -> Result<(Response, Bytes), NetError> {
         if let Some(t) = &self.via {
             return t.call(&self.addr, req, data).await;
         }

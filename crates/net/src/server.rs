@@ -17,7 +17,12 @@ use crate::Secret;
 
 /// Serves requests. Runs on a blocking thread, many at once.
 /// Runs `req` through `handler`, counted and timed as a served RPC.
-pub(crate) fn served(handler: &dyn Handler, from: u64, req: Request, data: Bytes) -> (Response, Bytes) {
+pub(crate) fn served(
+    handler: &dyn Handler,
+    from: u64,
+    req: Request,
+    data: Bytes,
+) -> (Response, Bytes) {
     let (role, kind) = req.kind();
     let metric = weft_metrics::global().rpc_served(role, kind);
     let at = std::time::Instant::now();
@@ -164,8 +169,7 @@ async fn connection(
         let id = frame.header.request_id;
         let data = frame.data;
         tokio::spawn(async move {
-            let out =
-                tokio::task::spawn_blocking(move || served(&*handler, from, req, data)).await;
+            let out = tokio::task::spawn_blocking(move || served(&*handler, from, req, data)).await;
             let (resp, data) = match out {
                 Ok(r) => r,
                 Err(e) => (

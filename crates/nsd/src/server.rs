@@ -17,10 +17,10 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use weft_metrics::NsdMetrics;
 use weft_proto::config::DiskStatus;
 use weft_proto::msg::{NsdRequest, Response};
 use weft_proto::types::{ChunkId, Ino, NsdId};
-use weft_metrics::NsdMetrics;
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::{NsdError, RequestError};

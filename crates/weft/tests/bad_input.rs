@@ -29,6 +29,7 @@ fn up(root: &Path, data: &Path, mnt: &Path, extra: &[&str]) -> Output {
         mnt.display().to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(common::free_http(extra).into_iter().map(String::from));
     run_weft(root, &args)
 }
 

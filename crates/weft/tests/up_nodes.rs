@@ -63,6 +63,8 @@ fn up(root: &Path, port: u16) -> Up {
             "2",
             "--pagepool",
             "32M",
+            "--http",
+            "127.0.0.1:0",
         ])
         .arg("--data")
         .arg(root.join("data"))

@@ -340,6 +340,7 @@ pub fn run(dir: &DataDir, first: FirstStart) -> Result<()> {
     let result = rt.block_on(serve_node(dir, cfg.clone(), roles, secret, first));
     rt.shutdown_timeout(Duration::from_secs(2));
     let _ = std::fs::remove_file(dir.addr_file());
+    let _ = std::fs::remove_file(dir.http_file());
     result
 }
 
@@ -353,6 +354,9 @@ async fn serve_node(
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}: is another node using it?", cfg.listen))?;
+    let http = crate::http::parse(&cfg.http)?
+        .map(crate::http::bind)
+        .transpose()?;
     let name = format!("weft-node-{}", cfg.node_id);
     let pool = Arc::new(Pool::new(secret.clone(), &name, 2));
     let fdt = Duration::from_secs(cfg.failure_detection_time);
@@ -383,6 +387,21 @@ async fn serve_node(
         format!("{}\n{}\n", cfg.listen, std::process::id()),
     )
     .context("cannot write the run file")?;
+    weft_metrics::global().set_node(&cfg.cluster_name, &cfg.node_name, env!("CARGO_PKG_VERSION"));
+    if let Some(listener) = http {
+        let source = crate::http::Source {
+            node: node.clone(),
+            name: cfg.node_name.clone(),
+            addr: cfg.listen.clone(),
+            connect: crate::http::Connect::Quorum {
+                addrs: cfg.quorum_addrs.clone(),
+                secret: secret.clone(),
+            },
+        };
+        let at = crate::http::start(listener, source, &rt)?;
+        std::fs::write(dir.http_file(), format!("{at}\n")).context("cannot write the run file")?;
+        println!("weft: metrics and dashboard on http://{at}/ (Prometheus: http://{at}/metrics)");
+    }
 
     // The configuration: local replica, else any quorum node, else the copy
     // kept from the last run.

@@ -71,6 +71,10 @@ pub struct NodeOpts {
     /// Seconds after which a silent node is down (1..=3600), like GPFS failureDetectionTime.
     #[arg(long, default_value_t = 35)]
     pub failure_detection_time: u64,
+    /// Address of the node's HTTP listener: metrics, health and the
+    /// dashboard (`none`: no listener).
+    #[arg(long, default_value = crate::http::DEFAULT_HTTP)]
+    pub http: String,
 }
 
 #[derive(clap::Args)]
@@ -134,6 +138,7 @@ fn new_node_dir(
             opts.listen
         );
     }
+    crate::http::parse(&opts.http)?;
     let roles = parse_roles(opts.roles.as_deref().unwrap_or(default_roles))?;
     let pagepool = parse_size(&opts.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
     if pagepool < 16 << 20 {
@@ -183,6 +188,7 @@ pub fn init(args: InitArgs) -> Result<()> {
         quorum_addrs: vec![args.node.listen.clone()],
         pagepool,
         failure_detection_time: args.node.failure_detection_time,
+        http: args.node.http.clone(),
         ..NodeConfig::default()
     };
     node.validate()?;
@@ -308,6 +314,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
             .collect(),
         pagepool,
         failure_detection_time: args.node.failure_detection_time,
+        http: args.node.http.clone(),
         ..NodeConfig::default()
     };
     create_dir(&dir)?;

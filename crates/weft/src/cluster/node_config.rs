@@ -35,6 +35,9 @@ pub struct NodeConfig {
     /// Seconds without a heartbeat after which a node is shown down and a
     /// client's locks are dropped (GPFS failureDetectionTime).
     pub failure_detection_time: u64,
+    /// Address of the HTTP listener (Prometheus metrics, health, the
+    /// dashboard); `none` for no listener.
+    pub http: String,
 }
 
 pub const NODE_CONFIG_VERSION: u32 = 1;
@@ -52,6 +55,7 @@ impl Default for NodeConfig {
             quorum_addrs: Vec::new(),
             pagepool: 1 << 30,
             failure_detection_time: 35,
+            http: crate::http::DEFAULT_HTTP.into(),
         }
     }
 }
@@ -115,6 +119,12 @@ impl NodeConfig {
         }
         if self.node_name.is_empty() {
             bail!("node.toml field `node_name` is empty: give the node's name");
+        }
+        if crate::http::parse(&self.http).is_err() {
+            bail!(
+                "node.toml field `http` = {:?} is not an address:port (e.g. \"127.0.0.1:9191\") or \"none\"",
+                self.http
+            );
         }
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
             bail!(

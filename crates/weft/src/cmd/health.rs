@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use bytes::Bytes;
-use weft_client::Cluster;
 use serde::Serialize;
+use weft_client::Cluster;
 use weft_proto::config::{Availability, ClusterConfig, DiskStatus};
 use weft_proto::msg::{NodeLiveness, NodeState, NsdRequest, NsdStat, QuorumRequest};
 use weft_proto::types::NodeId;

@@ -231,6 +231,7 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
         pagepool: checked.pagepool,
         failure_detection_time: checked.lock_lease_ms / 1000,
         port,
+        http: checked.http,
     })
 }
 
@@ -395,13 +396,15 @@ pub fn run(args: UpArgs) -> Result<()> {
     };
     std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
         .context("cannot write the run file")?;
+    let node_name = config
+        .nodes
+        .first()
+        .map_or_else(|| "node1".to_string(), |n| n.name.clone());
+    weft_metrics::global().set_node(&config.name, &node_name, env!("CARGO_PKG_VERSION"));
     if let Some(listener) = http {
         let source = crate::http::Source {
             node: local.clone(),
-            name: config
-                .nodes
-                .first()
-                .map_or_else(|| "node1".to_string(), |n| n.name.clone()),
+            name: node_name,
             addr: addr.clone(),
             connect: crate::http::Connect::Local {
                 addr: addr.clone(),
@@ -410,8 +413,7 @@ pub fn run(args: UpArgs) -> Result<()> {
             },
         };
         let at = crate::http::start(listener, source, rt.handle())?;
-        std::fs::write(dir.http_file(), format!("{at}\n"))
-            .context("cannot write the run file")?;
+        std::fs::write(dir.http_file(), format!("{at}\n")).context("cannot write the run file")?;
         println!("weft: metrics and dashboard on http://{at}/ (Prometheus: http://{at}/metrics)");
     }
 

@@ -33,6 +33,8 @@ pub struct NodesPlan {
     pub pagepool: u64,
     pub failure_detection_time: u64,
     pub port: u16,
+    /// The HTTP listener's port (node K listens on 127.0.0.K), or none.
+    pub http: Option<std::net::SocketAddr>,
 }
 
 fn node_dir(data: &Path, k: u32) -> PathBuf {
@@ -148,6 +150,11 @@ fn node_args(plan: &NodesPlan, k: u32) -> Vec<String> {
         plan.pagepool.to_string(),
         "--failure-detection-time".into(),
         plan.failure_detection_time.to_string(),
+        "--http".into(),
+        match plan.http {
+            Some(h) => addr(k, h.port()),
+            None => "none".into(),
+        },
     ]
 }
 

@@ -227,6 +227,8 @@ impl WeftUp {
             .arg("--mount")
             .arg(&self.mnt)
             .args(&self.extra)
+            // Metrics on a free port: tests run side by side.
+            .args(free_http(&self.extra))
             // The suite's second pass: every request of the mount crosses TCP.
             .args(over_tcp_args())
             .current_dir(&self.root)
@@ -1353,5 +1355,15 @@ pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     while !cond() {
         assert!(Instant::now() < deadline, "{what}: still not so after 10 s");
         sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--http 127.0.0.1:0` unless `args` choose the listener themselves: the
+/// default port would be taken by the first of several clusters.
+pub fn free_http<S: AsRef<str>>(args: &[S]) -> Vec<&'static str> {
+    if args.iter().any(|a| a.as_ref() == "--http") {
+        vec![]
+    } else {
+        vec!["--http", "127.0.0.1:0"]
     }
 }
