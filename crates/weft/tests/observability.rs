@@ -6,6 +6,8 @@
 //! Chromium (`tests/browser/dashboard.mjs`), leaving a screenshot in
 //! `target/test-artifacts/`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeMap;
