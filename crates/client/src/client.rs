@@ -1009,7 +1009,8 @@ impl Client {
                                 seg.block,
                                 extent,
                             );
-                            tokio::spawn(task);
+                            // Written behind, as part of the write that filled it.
+                            tokio::spawn(crate::trace::scope(crate::trace::current(), task));
                         }
                         break;
                     }

@@ -34,3 +34,5 @@ pub use cluster::Cluster;
 pub use error::ClientError;
 pub use pagepool::PagePoolStats;
 pub use posix::Allocate;
+/// Request ids that follow one operation across nodes.
+pub use weft_net::trace;

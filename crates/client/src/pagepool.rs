@@ -184,6 +184,8 @@ impl PagePool {
         let id = g.next_id;
         let epoch = g.epoch(key.ino);
         let pool = self.clone();
+        // Read ahead as part of the read that started it.
+        let load = crate::trace::scope(crate::trace::current(), load);
         let task = tokio::spawn(async move {
             let data = load.await;
             if let Some(d) = &data {

@@ -212,7 +212,7 @@ impl WeftFs {
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fut = counted(&self.shared, op.name, f(self.shared.clone()));
+        let fut = counted(&self.shared, &op, f(self.shared.clone()));
         match op.caller {
             Some(c) => self
                 .rt
@@ -227,7 +227,7 @@ impl WeftFs {
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fut = counted(&self.shared, op.name, f(self.shared.clone()));
+        let fut = counted(&self.shared, &op, f(self.shared.clone()));
         match op.caller {
             Some(c) => drop(
                 self.rt
@@ -244,6 +244,8 @@ impl WeftFs {
 #[derive(Clone)]
 struct Op {
     name: &'static str,
+    /// The operation's request id, carried by every RPC it makes.
+    trace: u64,
     span: Span,
     caller: Option<Cred>,
 }
@@ -254,18 +256,17 @@ tokio::task_local! {
     pub(crate) static CURRENT_OP: Arc<OpMetric>;
 }
 
-/// `fut` counted and timed as one `name` request of this file system.
-fn counted<Fut>(
-    st: &Shared,
-    name: &'static str,
-    fut: Fut,
-) -> impl Future<Output = ()> + Send + 'static
+/// `fut` counted and timed as one request `op` of this file system, its
+/// RPCs carrying the request's trace id.
+fn counted<Fut>(st: &Shared, op: &Op, fut: Fut) -> impl Future<Output = ()> + Send + 'static
 where
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let (name, trace) = (op.name, op.trace);
     let metric = st.metrics.op(name);
     async move {
         let at = Instant::now();
+        let fut = weft_client::trace::scope(trace, fut);
         CURRENT_OP.scope(metric.clone(), fut).await;
         let took = at.elapsed();
         metric.record(took, true);
@@ -290,9 +291,17 @@ impl std::ops::Deref for Op {
 
 /// The span and caller of one FUSE request.
 fn op_span(op: &'static str, req: &Request, ino: u64) -> Op {
+    let trace = weft_client::trace::new_id();
     Op {
         name: op,
-        span: tracing::debug_span!("fuse", op, req = req.unique().0, ino),
+        trace,
+        span: tracing::debug_span!(
+            "fuse",
+            op,
+            req = req.unique().0,
+            ino,
+            trace = %weft_client::trace::show(trace)
+        ),
         caller: Some(crate::caller::of(req.uid(), req.gid(), req.pid())),
     }
 }
@@ -602,16 +611,19 @@ impl Filesystem for WeftFs {
     ) {
         let first_read =
             flags.0 & libc::O_NOATIME == 0 && size > 0 && self.shared.read_fhs().insert(fh.0);
+        let trace = weft_client::trace::new_id();
         let span = tracing::debug_span!(
             "fuse",
             op = "read",
             req = req.unique().0,
             ino = ino.0,
+            trace = %weft_client::trace::show(trace),
             offset,
             size
         );
         let op = Op {
             name: "read",
+            trace,
             span,
             caller: None,
         };
@@ -648,16 +660,19 @@ impl Filesystem for WeftFs {
     ) {
         // fuser reuses its request buffer, so the data is copied once here.
         let data = Bytes::copy_from_slice(data);
+        let trace = weft_client::trace::new_id();
         let span = tracing::debug_span!(
             "fuse",
             op = "write",
             req = req.unique().0,
             ino = ino.0,
+            trace = %weft_client::trace::show(trace),
             offset,
             size = data.len()
         );
         let op = Op {
             name: "write",
+            trace,
             span,
             caller: None,
         };

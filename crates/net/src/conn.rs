@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
 use weft_proto::frame::check_fits;
-use weft_proto::msg::JoinClaim;
+use weft_proto::msg::{JoinClaim, Traced};
 use weft_proto::{FrameKind, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
@@ -28,7 +28,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One authenticated connection with many requests in flight.
 struct Conn {
-    tx: mpsc::Sender<(u64, Request, Bytes)>,
+    tx: mpsc::Sender<(u64, Traced<Request>, Bytes)>,
     pending: Pending,
     next_id: AtomicU64,
     alive: Arc<std::sync::atomic::AtomicBool>,
@@ -66,7 +66,7 @@ impl Conn {
         let (mut rd, wr) = stream.into_split();
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (tx, mut rx) = mpsc::channel::<(u64, Request, Bytes)>(256);
+        let (tx, mut rx) = mpsc::channel::<(u64, Traced<Request>, Bytes)>(256);
 
         let waddr = addr.to_string();
         let wpending = pending.clone();
@@ -123,7 +123,13 @@ impl Conn {
         })
     }
 
-    async fn call(&self, addr: &str, req: Request, data: Bytes, timeout: Duration) -> Reply {
+    async fn call(
+        &self,
+        addr: &str,
+        req: Traced<Request>,
+        data: Bytes,
+        timeout: Duration,
+    ) -> Reply {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (otx, orx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
@@ -234,6 +240,7 @@ impl Peer {
     async fn call_local(
         &self,
         handler: &Arc<dyn Handler>,
+        trace: u64,
         req: Request,
         data: Bytes,
     ) -> Result<(Response, Bytes), NetError> {
@@ -245,12 +252,14 @@ impl Peer {
         let from = self.client_id;
         let (resp, data) = if handler.is_quick(&req) {
             // Cheaper than two thread hand-offs.
-            crate::server::served(&**handler, from, req, data)
+            crate::server::served(&**handler, from, trace, req, data)
         } else {
             let handler = handler.clone();
-            tokio::task::spawn_blocking(move || crate::server::served(&*handler, from, req, data))
-                .await
-                .map_err(|e| closed(&self.addr, &format!("local request handler failed: {e}")))?
+            tokio::task::spawn_blocking(move || {
+                crate::server::served(&*handler, from, trace, req, data)
+            })
+            .await
+            .map_err(|e| closed(&self.addr, &format!("local request handler failed: {e}")))?
         };
         check_fits(&resp, data.len()).map_err(too_big)?;
         Ok((resp, data))
@@ -290,14 +299,29 @@ impl Peer {
     pub async fn call(&self, req: Request, data: Bytes) -> Result<(Response, Bytes), NetError> {
         let (role, kind) = req.kind();
         let metric = weft_metrics::global().rpc_call(role, kind);
+        let trace = match crate::trace::current() {
+            0 => crate::trace::new_id(),
+            t => t,
+        };
         let at = std::time::Instant::now();
-        let out = self.call_uncounted(req, data).await;
-        metric.record(at.elapsed(), out.is_ok());
+        let out = self.call_uncounted(trace, req, data).await;
+        let took = at.elapsed();
+        metric.record(took, out.is_ok());
+        tracing::debug!(
+            trace = %crate::trace::show(trace),
+            role,
+            kind,
+            peer = %self.addr,
+            took_us = took.as_micros() as u64,
+            ok = out.is_ok(),
+            "rpc answered"
+        );
         out
     }
 
     async fn call_uncounted(
         &self,
+        trace: u64,
         req: Request,
         data: Bytes,
     ) -> Result<(Response, Bytes), NetError> {
@@ -305,11 +329,11 @@ impl Peer {
             return t.call(&self.addr, req, data).await;
         }
         let answer = match &self.local {
-            Some(handler) => self.call_local(handler, req, data).await?,
+            Some(handler) => self.call_local(handler, trace, req, data).await?,
             None => {
                 self.conn()
                     .await?
-                    .call(&self.addr, req, data, self.timeout)
+                    .call(&self.addr, Traced { trace, msg: req }, data, self.timeout)
                     .await?
             }
         };

@@ -18,6 +18,7 @@ mod error;
 mod handshake;
 mod secret;
 mod server;
+pub mod trace;
 mod transport;
 
 pub use conn::{Peer, Pool, REQUEST_TIMEOUT};

@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info_span, warn, Instrument};
+use weft_proto::msg::Traced;
 use weft_proto::{FrameKind, QuorumRequest, Request, Response};
 
 use crate::handshake::{self, decode, read_frame, write_frame};
@@ -17,17 +18,25 @@ use crate::Secret;
 
 /// Serves requests. Runs on a blocking thread, many at once.
 /// Runs `req` through `handler`, counted and timed as a served RPC.
+/// The handler runs inside an `rpc` span naming the operation's trace id,
+/// which requests it makes on carry.
 pub(crate) fn served(
     handler: &dyn Handler,
     from: u64,
+    trace: u64,
     req: Request,
     data: Bytes,
 ) -> (Response, Bytes) {
     let (role, kind) = req.kind();
     let metric = weft_metrics::global().rpc_served(role, kind);
+    let span = tracing::debug_span!("rpc", trace = %crate::trace::show(trace), role, kind);
+    let _in = span.enter();
     let at = std::time::Instant::now();
-    let out = handler.handle_from(from, req, data);
-    metric.record(at.elapsed(), !matches!(out.0, Response::Error(_)));
+    let out = crate::trace::serving(trace, || handler.handle_from(from, req, data));
+    let took = at.elapsed();
+    let ok = !matches!(out.0, Response::Error(_));
+    metric.record(took, ok);
+    tracing::debug!(took_us = took.as_micros() as u64, ok, "rpc served");
     out
 }
 
@@ -137,7 +146,7 @@ async fn connection(
                 reason: format!("unexpected {:?} frame from a client", frame.header.kind),
             });
         }
-        let req: Request = match decode(&frame, addr) {
+        let Traced { trace, msg: req } = match decode::<Traced<Request>>(&frame, addr) {
             Ok(r) => r,
             Err(e) => break Err(e),
         };
@@ -169,7 +178,9 @@ async fn connection(
         let id = frame.header.request_id;
         let data = frame.data;
         tokio::spawn(async move {
-            let out = tokio::task::spawn_blocking(move || served(&*handler, from, req, data)).await;
+            let out =
+                tokio::task::spawn_blocking(move || served(&*handler, from, trace, req, data))
+                    .await;
             let (resp, data) = match out {
                 Ok(r) => r,
                 Err(e) => (

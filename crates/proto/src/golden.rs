@@ -37,7 +37,7 @@ use crate::layout::Layout;
 use crate::msg::{
     Auth, AuthReply, ChunkVersion, ConfigChange, DiskAction, Hello, HelloReply, JoinClaim,
     JoinRequest, MetaRequest, NodeLiveness, NodeRequest, NodeState, NsdRequest, NsdStat,
-    QuorumRequest, RaftKind, Request, Response,
+    QuorumRequest, RaftKind, Request, Response, Traced,
 };
 use crate::types::{
     Attr, ByteLock, ChunkId, DirEntry, FileKind, FsCounters, Ino, LockKind, LockReply, NewNode,
@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 6;
+const TABLE_WIRE_VERSION: u16 = 7;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -112,6 +112,15 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 reason: "bad proof".into(),
             }),
             "01096261642070726f6f66",
+        ),
+        // A request frame's body: the request with its trace id.
+        (
+            "Traced",
+            Sample::Traced(Traced {
+                trace: 0x0102_0304_0506_0708,
+                msg: Request::Nsd(NsdRequest::Stats),
+            }),
+            "888e98a8c0e08081010005",
         ),
         // Requests to the nsd role.
         (
@@ -971,6 +980,7 @@ enum Sample {
     Auth(Auth),
     AuthReply(AuthReply),
     Request(Request),
+    Traced(Traced<Request>),
     Response(Response),
 }
 
@@ -981,7 +991,7 @@ impl Sample {
     /// The enum variants the sample exercises, outermost first.
     fn variants(&self) -> Vec<Variant> {
         match self {
-            Sample::Hello(_) | Sample::Auth(_) => Vec::new(),
+            Sample::Hello(_) | Sample::Auth(_) | Sample::Traced(_) => Vec::new(),
             Sample::HelloReply(r) => vec![("HelloReply", hello_reply_variant(r))],
             Sample::AuthReply(r) => vec![("AuthReply", auth_reply_variant(r))],
             Sample::Request(r) => request_variants(r),
@@ -994,6 +1004,7 @@ impl Sample {
         match self {
             Sample::Hello(_) => "Hello".into(),
             Sample::Auth(_) => "Auth".into(),
+            Sample::Traced(_) => "Traced".into(),
             _ => match self.variants().last() {
                 Some((e, v)) => format!("{e}::{v}"),
                 None => unreachable!("every enum sample names a variant"),
@@ -1009,6 +1020,7 @@ impl Sample {
             Sample::Auth(m) => body(FrameKind::Handshake, m),
             Sample::AuthReply(m) => body(FrameKind::Handshake, m),
             Sample::Request(m) => body(FrameKind::Request, m),
+            Sample::Traced(m) => body(FrameKind::Request, m),
             Sample::Response(m) => body(FrameKind::Response, m),
         }
     }
@@ -1021,6 +1033,7 @@ impl Sample {
             Sample::Auth(m) => assert_decodes(name, m, body),
             Sample::AuthReply(m) => assert_decodes(name, m, body),
             Sample::Request(m) => assert_decodes(name, m, body),
+            Sample::Traced(m) => assert_decodes(name, m, body),
             Sample::Response(m) => assert_decodes(name, m, body),
         }
     }

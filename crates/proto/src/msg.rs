@@ -82,6 +82,14 @@ pub enum Request {
     Node(NodeRequest),
 }
 
+/// A request frame's body: the request and the id of the operation it is
+/// part of (0: none), so logs on every node can follow one operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Traced<T> {
+    pub trace: u64,
+    pub msg: T,
+}
+
 impl Request {
     /// The role a request goes to and its type, as metrics label them
     /// (`("meta", "Create")`).

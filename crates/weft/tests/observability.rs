@@ -313,6 +313,50 @@ fn a_taken_or_invalid_http_address_fails_the_start() {
     w.stop();
 }
 
+/// The value of `key=` in `text` (up to a space, `}` or `,`).
+fn field<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let at = text.find(key)? + key.len();
+    let rest = &text[at..];
+    let end = rest.find([' ', '}', ',']).unwrap_or(rest.len());
+    Some(rest[..end].trim_matches('"'))
+}
+
+#[test]
+fn one_request_id_follows_a_read_from_fuse_over_tcp_to_the_nsd() {
+    let td = test_dir("trace");
+    let mut w = WeftUp::start("trace", td.path(), &["--mount-over-tcp"]);
+    let file = w.m("traced");
+    std::fs::write(&file, pattern(5, 1 << 20)).unwrap();
+    w.stop();
+    w.log = Some("weft_net=debug,weft_fuse=debug".into());
+    w.restart();
+    assert_eq!(std::fs::read(&file).unwrap(), pattern(5, 1 << 20));
+    std::thread::sleep(Duration::from_millis(300));
+    let log = std::fs::read_to_string(w.stderr_log()).unwrap();
+    // The FUSE read's span names its id; its RPC to the NSD carried it.
+    let read_ids: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split("fuse{").nth(1))
+        .filter(|span| span.starts_with("op=\"read\""))
+        .filter_map(|span| field(span, "trace="))
+        .collect();
+    assert!(
+        !read_ids.is_empty(),
+        "no traced FUSE read in the log:\n{log}"
+    );
+    let served = read_ids.iter().any(|id| {
+        log.lines().any(|l| {
+            l.contains(&format!("rpc{{trace={id} role=\"nsd\" kind=\"Read\"}}"))
+                && l.contains("rpc served")
+        })
+    });
+    assert!(
+        served,
+        "no NSD read served under the ids {read_ids:?}:\n{log}"
+    );
+    w.stop();
+}
+
 fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-artifacts");
     std::fs::create_dir_all(&dir).unwrap();

@@ -140,6 +140,8 @@ pub struct WeftUp {
     pub data: PathBuf,
     pub mnt: PathBuf,
     extra: Vec<String>,
+    /// `WEFT_LOG` of the next start (default: `WEFT_IT_LOG`, else info).
+    pub log: Option<String>,
     child: Option<Child>,
     starts: u32,
     stdout_log: PathBuf,
@@ -171,6 +173,7 @@ impl WeftUp {
             data,
             mnt,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            log: None,
             child: None,
             starts: 0,
             stdout_log: PathBuf::new(),
@@ -183,6 +186,11 @@ impl WeftUp {
 
     pub fn is_running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// The log (stderr) of the current or last start.
+    pub fn stderr_log(&self) -> &Path {
+        &self.stderr_log
     }
 
     /// All logs written so far, for failure messages.
@@ -234,7 +242,9 @@ impl WeftUp {
             .current_dir(&self.root)
             .env(
                 "WEFT_LOG",
-                std::env::var("WEFT_IT_LOG").unwrap_or_else(|_| "info".into()),
+                self.log.clone().unwrap_or_else(|| {
+                    std::env::var("WEFT_IT_LOG").unwrap_or_else(|_| "info".into())
+                }),
             )
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
