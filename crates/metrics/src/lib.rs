@@ -246,6 +246,16 @@ fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     }
 }
 
+/// A new metric without labels, registered as `name`.
+fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
+where
+    M: prometheus_client::registry::Metric + Clone + Default,
+{
+    let m = M::default();
+    registry.register(name, help, m.clone());
+    m
+}
+
 fn counter<L>(registry: &mut Registry, name: &str, help: &str) -> Family<L, Counter>
 where
     L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
@@ -336,49 +346,26 @@ impl Metrics {
             "the node: cluster, name and version",
         );
         let pagepool = PagepoolMetrics {
-            hits: Counter::default(),
-            misses: Counter::default(),
-            prefetched_bytes: Counter::default(),
-            written_behind_bytes: Counter::default(),
-            dirty_bytes: Gauge::default(),
-            used_bytes: Gauge::default(),
-            size_bytes: Gauge::default(),
+            hits: registered(&mut r, "weft_pagepool_hits", "block reads served from the pagepool"),
+            misses: registered(&mut r, "weft_pagepool_misses", "block reads that went to the NSDs"),
+            prefetched_bytes: registered(
+                &mut r,
+                "weft_pagepool_prefetched_bytes",
+                "bytes read ahead into the pagepool",
+            ),
+            written_behind_bytes: registered(
+                &mut r,
+                "weft_pagepool_written_behind_bytes",
+                "bytes written to the NSDs behind the application",
+            ),
+            dirty_bytes: registered(
+                &mut r,
+                "weft_pagepool_dirty_bytes",
+                "bytes written by applications and not yet on the NSDs",
+            ),
+            used_bytes: registered(&mut r, "weft_pagepool_used_bytes", "bytes of cached blocks"),
+            size_bytes: registered(&mut r, "weft_pagepool_size_bytes", "size of the pagepool"),
         };
-        r.register(
-            "weft_pagepool_hits",
-            "block reads served from the pagepool",
-            pagepool.hits.clone(),
-        );
-        r.register(
-            "weft_pagepool_misses",
-            "block reads that went to the NSDs",
-            pagepool.misses.clone(),
-        );
-        r.register(
-            "weft_pagepool_prefetched_bytes",
-            "bytes read ahead into the pagepool",
-            pagepool.prefetched_bytes.clone(),
-        );
-        r.register(
-            "weft_pagepool_written_behind_bytes",
-            "bytes written to the NSDs behind the application",
-            pagepool.written_behind_bytes.clone(),
-        );
-        r.register(
-            "weft_pagepool_dirty_bytes",
-            "bytes written by applications and not yet on the NSDs",
-            pagepool.dirty_bytes.clone(),
-        );
-        r.register(
-            "weft_pagepool_used_bytes",
-            "bytes of cached blocks",
-            pagepool.used_bytes.clone(),
-        );
-        r.register(
-            "weft_pagepool_size_bytes",
-            "size of the pagepool",
-            pagepool.size_bytes.clone(),
-        );
         r.register_collector(Box::new(process::ProcessCollector::new()));
         let families = Box::leak(Box::new(Families {
             fs_ops,

@@ -92,6 +92,18 @@ fn three_local_nodes_mount_show_a_dead_node_and_stop_cleanly() {
     wait("three active nodes", Duration::from_secs(30), || {
         list(&root.join("data")).matches("active").count() == 3
     });
+    // Each node serves its own metrics, on 127.0.0.K.
+    for k in 1..=3 {
+        let http = std::fs::read_to_string(root.join(format!("data/node{k}/run/http.addr")))
+            .unwrap_or_else(|e| panic!("node{k} wrote no http.addr: {e}"));
+        let http = http.trim();
+        assert!(http.starts_with(&format!("127.0.0.{k}:")), "node{k} serves on {http}");
+        let metrics = http_get(http, "/metrics");
+        assert!(
+            metrics.contains(&format!("node=\"node{k}\"")) && metrics.contains("weft_nsd_capacity_bytes"),
+            "node{k}'s /metrics: {metrics}"
+        );
+    }
     let run = std::fs::read_to_string(root.join("data/node3/run/weft.addr")).unwrap();
     let pid: i32 = run.lines().nth(1).unwrap().trim().parse().unwrap();
     // SAFETY: kill(2) on a node process this test started.
@@ -115,4 +127,15 @@ fn three_local_nodes_mount_show_a_dead_node_and_stop_cleanly() {
     let _second = up(root, port);
     wait("the mount again", Duration::from_secs(90), || mounted(&mnt));
     assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"across restarts");
+}
+
+/// The body of `GET path` from `addr`.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
 }
