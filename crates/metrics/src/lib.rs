@@ -346,8 +346,16 @@ impl Metrics {
             "the node: cluster, name and version",
         );
         let pagepool = PagepoolMetrics {
-            hits: registered(&mut r, "weft_pagepool_hits", "block reads served from the pagepool"),
-            misses: registered(&mut r, "weft_pagepool_misses", "block reads that went to the NSDs"),
+            hits: registered(
+                &mut r,
+                "weft_pagepool_hits",
+                "block reads served from the pagepool",
+            ),
+            misses: registered(
+                &mut r,
+                "weft_pagepool_misses",
+                "block reads that went to the NSDs",
+            ),
             prefetched_bytes: registered(
                 &mut r,
                 "weft_pagepool_prefetched_bytes",

@@ -97,10 +97,14 @@ fn three_local_nodes_mount_show_a_dead_node_and_stop_cleanly() {
         let http = std::fs::read_to_string(root.join(format!("data/node{k}/run/http.addr")))
             .unwrap_or_else(|e| panic!("node{k} wrote no http.addr: {e}"));
         let http = http.trim();
-        assert!(http.starts_with(&format!("127.0.0.{k}:")), "node{k} serves on {http}");
+        assert!(
+            http.starts_with(&format!("127.0.0.{k}:")),
+            "node{k} serves on {http}"
+        );
         let metrics = http_get(http, "/metrics");
         assert!(
-            metrics.contains(&format!("node=\"node{k}\"")) && metrics.contains("weft_nsd_capacity_bytes"),
+            metrics.contains(&format!("node=\"node{k}\""))
+                && metrics.contains("weft_nsd_capacity_bytes"),
             "node{k}'s /metrics: {metrics}"
         );
     }
@@ -134,7 +138,11 @@ fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out

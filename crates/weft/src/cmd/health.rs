@@ -56,6 +56,12 @@ pub struct Finding {
     pub reason: String,
     /// What to do; empty when healthy.
     pub action: String,
+    /// For an NSD whose server answered: its size and free space, in bytes
+    /// (the figures `weft_nsd_capacity_bytes` and `weft_nsd_free_bytes` show).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
 }
 
 /// What the NSD servers said: per server node, its stats or why it did not answer.
@@ -181,6 +187,8 @@ pub fn assess(
             state,
             reason,
             action,
+            capacity_bytes: None,
+            free_bytes: None,
         });
     }
     let mut nsd_state = BTreeMap::new();
@@ -286,12 +294,18 @@ pub fn assess(
                 Verdict::Failed
             },
         );
+        let stat = match answers.get(&d.node) {
+            Some(Ok(stats)) => stats.iter().find(|s| s.nsd == d.id),
+            _ => None,
+        };
         out.push(Finding {
             kind: "nsd",
             name: d.name.clone(),
             state,
             reason,
             action,
+            capacity_bytes: stat.map(|s| s.size),
+            free_bytes: stat.map(|s| s.free),
         });
     }
     for fs in &cfg.filesystems {
@@ -363,6 +377,8 @@ pub fn assess(
             state,
             reason,
             action,
+            capacity_bytes: None,
+            free_bytes: None,
         });
     }
     let worst = out
@@ -381,6 +397,8 @@ pub fn assess(
             format!("{problems} finding(s) above are not healthy")
         },
         action: String::new(),
+        capacity_bytes: None,
+        free_bytes: None,
     });
     out
 }
