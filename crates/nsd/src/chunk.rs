@@ -51,6 +51,8 @@ pub enum ChunkFormatError {
     PieceCount { len: u32, count: u32 },
     #[error("file holds {have} data bytes, header says {need}")]
     ShortData { need: u64, have: u64 },
+    #[error("its index record is unreadable: {reason}")]
+    Index { reason: String },
     #[error("replica version checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     VersionChecksum { stored: u32, computed: u32 },
 }

@@ -77,6 +77,19 @@ pub enum NsdError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{path} holds {found}: formatting it as an NSD would destroy that; give another device, or --force to overwrite it"
+    )]
+    InUse { path: PathBuf, found: String },
+    #[error(
+        "{path} is {len} bytes, too small for an NSD on a file or device (its index alone takes 32 MiB): give a larger one"
+    )]
+    TooSmall { path: PathBuf, len: u64 },
+    #[error("NSD superblock of {path} is unusable ({reason}); restore it or re-format the NSD")]
+    BadSuperblock {
+        path: PathBuf,
+        reason: crate::engine::superblock::SuperblockError,
+    },
 }
 
 impl NsdError {

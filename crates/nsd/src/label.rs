@@ -25,10 +25,57 @@ pub struct NsdLabel {
 /// Entries a fresh file system's root may hold; format accepts them.
 const IGNORED_ENTRIES: &[&str] = &["lost+found"];
 
+/// What kind of NSD a path is, or becomes when formatted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NsdKind {
+    /// A directory of chunk files.
+    Dir,
+    /// A regular file under the chunk engine.
+    File,
+    /// A block device under the chunk engine.
+    Device,
+}
+
+impl NsdKind {
+    /// An existing block device or regular file is one; an absent path
+    /// ending in `.img` becomes a file; anything else is a directory.
+    pub fn of(path: &Path) -> NsdKind {
+        match crate::engine::disk::DiskKind::of(path) {
+            Some(crate::engine::disk::DiskKind::BlockDevice) => NsdKind::Device,
+            Some(crate::engine::disk::DiskKind::File) => NsdKind::File,
+            None if !path.exists() && path.extension().is_some_and(|e| e == "img") => NsdKind::File,
+            None => NsdKind::Dir,
+        }
+    }
+}
+
+/// Formats an NSD (see [`NsdKind::of`]); refuses a device or file holding
+/// a file system, a partition table or another label.
+pub fn format_nsd(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
+    format_any(spec, cluster_id, false)
+}
+
+/// [`format_nsd`] that overwrites what a device or file holds (`--force`,
+/// like `mmcrnsd -v no`); a directory must still be empty.
+pub fn format_nsd_forced(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
+    format_any(spec, cluster_id, true)
+}
+
+fn format_any(spec: &NsdSpec, cluster_id: &str, force: bool) -> Result<(), NsdError> {
+    match NsdKind::of(&spec.path) {
+        NsdKind::Dir => format_dir(spec, cluster_id),
+        NsdKind::File | NsdKind::Device => {
+            crate::engine::format(spec, cluster_id, force)?;
+            tracing::info!(nsd = %spec.name, id = spec.id, path = %spec.path.display(), "formatted NSD (chunk engine)");
+            Ok(())
+        }
+    }
+}
+
 /// Prepares an empty (or absent) directory as an NSD: creates it, the chunk
 /// tree root and the label. Refuses a directory that holds a label or any
 /// other entry.
-pub fn format_nsd(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
+fn format_dir(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
     spec.validate()?;
     let path = spec.path.as_path();
     fs::create_dir_all(path).map_err(|e| NsdError::io(path, "create directory", e))?;

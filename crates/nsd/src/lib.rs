@@ -87,6 +87,7 @@ mod chunk;
 mod chunk_file;
 mod chunk_store;
 pub mod conformance;
+pub mod engine;
 mod error;
 mod intents;
 mod label;
@@ -104,8 +105,9 @@ mod usage;
 
 pub use chunk::{ChunkFormatError, HEADER_LEN};
 pub use chunk_store::ChunkStore;
+pub use engine::Engine;
 pub use error::{ChunkRef, NsdError, NsdRef, RequestError};
-pub use label::{format_nsd, read_label, NsdLabel};
+pub use label::{format_nsd, format_nsd_forced, read_label, NsdKind, NsdLabel};
 pub use ops::read::ChunkRead;
 pub use ops::write::WriteMode;
 pub use recover::RecoveryReport;

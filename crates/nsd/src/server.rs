@@ -47,6 +47,17 @@ pub struct NsdServer {
     metrics: Vec<Arc<NsdMetrics>>,
 }
 
+/// Opens one NSD with the store its kind needs: a directory store, or the
+/// chunk engine on a file or block device.
+fn open_store(spec: NsdSpec, cluster_id: &str) -> Result<Box<dyn ChunkStore>, NsdError> {
+    Ok(match crate::NsdKind::of(&spec.path) {
+        crate::NsdKind::Dir => Box::new(Store::open(spec, cluster_id)?),
+        crate::NsdKind::File | crate::NsdKind::Device => {
+            Box::new(crate::Engine::open(spec, cluster_id)?)
+        }
+    })
+}
+
 /// What the server knows of one NSD's chains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChainState {
@@ -118,7 +129,7 @@ impl NsdServer {
         }
         let stores = specs
             .into_iter()
-            .map(|spec| Store::open(spec, cluster_id).map(|s| Box::new(s) as Box<dyn ChunkStore>))
+            .map(|spec| open_store(spec, cluster_id))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(NsdServer::over(stores))
     }

@@ -5,6 +5,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod corruption;
+mod engine;
 mod labels;
 mod model;
 mod nospace;

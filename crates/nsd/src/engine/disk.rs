@@ -1,0 +1,123 @@
+//! The bytes under a chunk engine: a regular file or a block device, read
+//! and written at offsets, made durable with `fdatasync`.
+//!
+//! [`Disk`] is a trait so that tests can put a fault-injecting disk under the
+//! engine (every write and sync passes through it, the index's included).
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What a chunk engine needs from its device.
+pub trait Disk: Send + Sync + fmt::Debug + 'static {
+    /// Fills `buf` from `offset`; bytes past the end are an error.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write so far durable.
+    fn sync(&self) -> io::Result<()>;
+    /// Bytes on the device.
+    fn len(&self) -> u64;
+    /// A device of no bytes (never formatted).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Where it is, for messages.
+    fn path(&self) -> &Path;
+}
+
+/// What a path holds, as far as NSDs are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskKind {
+    File,
+    BlockDevice,
+}
+
+impl DiskKind {
+    /// The kind of an existing path; `None` for a directory or nothing.
+    pub fn of(path: &Path) -> Option<DiskKind> {
+        let meta = std::fs::metadata(path).ok()?;
+        let t = meta.file_type();
+        if t.is_block_device() {
+            Some(DiskKind::BlockDevice)
+        } else if t.is_file() {
+            Some(DiskKind::File)
+        } else {
+            None
+        }
+    }
+}
+
+/// A file or block device opened for the engine.
+#[derive(Debug)]
+pub struct FileDisk {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl FileDisk {
+    /// Opens an existing file or block device read-write, exclusively for a
+    /// block device (`O_EXCL`: refused while mounted or used elsewhere).
+    pub fn open(path: &Path) -> io::Result<FileDisk> {
+        let kind = DiskKind::of(path);
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        if kind == Some(DiskKind::BlockDevice) {
+            opts.custom_flags(libc::O_EXCL);
+        }
+        let mut file = opts.open(path)?;
+        let len = file.seek(SeekFrom::End(0))?;
+        Ok(FileDisk {
+            file,
+            path: path.to_path_buf(),
+            len,
+        })
+    }
+
+    /// Creates a new file of `len` bytes (sparse: the host file system
+    /// gives it space as chunks are written); an existing file is refused.
+    pub fn create_file(path: &Path, len: u64) -> io::Result<FileDisk> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        file.set_len(len)?;
+        Ok(FileDisk {
+            file,
+            path: path.to_path_buf(),
+            len,
+        })
+    }
+}
+
+impl Disk for FileDisk {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "write of {} bytes at {offset} passes the end of the device ({} bytes)",
+                    buf.len(),
+                    self.len
+                ),
+            ));
+        }
+        self.file.write_all_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}

@@ -1,0 +1,345 @@
+//! Writes and reads of the chunk engine: page images, copy-on-write of the
+//! pages whose durable bytes change, one index transaction per request.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use weft_proto::types::ChunkId;
+
+use super::record::{self, pages_of, Record};
+use super::superblock::UNIT;
+use super::{Change, Engine};
+use crate::chunk::NO_CHAIN;
+use crate::error::{ChunkRef, RequestError};
+use crate::ops::read::ChunkRead;
+use crate::WriteMode;
+
+const P: u32 = UNIT as u32;
+
+/// CRC32C of a page of zeros (a hole inside a chunk).
+fn zero_page_crc() -> u32 {
+    static CRC: OnceLock<u32> = OnceLock::new();
+    *CRC.get_or_init(|| crc32c::crc32c(&[0u8; UNIT as usize]))
+}
+
+/// Versions a put gives the chunk instead of bumping them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SetVersions {
+    pub version: u64,
+    pub chain_ver: u64,
+    pub chain: u32,
+}
+
+impl Engine {
+    fn unit_offset(&self, unit: u64) -> u64 {
+        self.sb.data_offset + unit * UNIT
+    }
+
+    /// Writes `data` at `offset`; a gap reads as zeros.
+    pub fn write(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> Result<i64, RequestError> {
+        self.check_range(u64::from(offset), data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let _guard = self.locks.lock(c);
+        let old = self.record(c)?;
+        self.write_locked(c, old, offset, data, mode, None)
+    }
+
+    /// Grows the chunk to `len` bytes of zeros past its end.
+    pub fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError> {
+        self.check_range(u64::from(len), 0)?;
+        let _guard = self.locks.lock(c);
+        let old = self.record(c)?;
+        let have = old.as_ref().map_or(0, |r| r.len);
+        if len <= have {
+            return Ok(0);
+        }
+        let zeros = vec![0u8; (len - have) as usize];
+        self.write_locked(c, old, have, &zeros, mode, None)
+    }
+
+    /// Replaces the chunk with `data` (empty: removes it) and these
+    /// versions, if its (version, chain-table version) is `expect`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_chunk(
+        &self,
+        c: &ChunkId,
+        data: &[u8],
+        version: u64,
+        chain_ver: u64,
+        chain: u32,
+        expect: Option<(u64, u64)>,
+    ) -> Result<bool, RequestError> {
+        self.check_range(0, data.len() as u64)?;
+        let _guard = self.locks.lock(c);
+        let old = self.record(c)?;
+        if let Some(want) = expect {
+            let have = old.as_ref().map_or((0, 0), |r| (r.version, r.chain_ver));
+            if have != want {
+                return Ok(false);
+            }
+        }
+        if data.is_empty() {
+            if let Some(rec) = old {
+                self.remove_locked(c, &rec)?;
+            }
+            return Ok(true);
+        }
+        let set = SetVersions {
+            version,
+            chain_ver,
+            chain,
+        };
+        self.write_locked(c, old, 0, data, WriteMode::default(), Some(set))?;
+        Ok(true)
+    }
+
+    /// The write with the chunk's lock held. With `set` the chunk is
+    /// replaced whole (its old bytes are not kept) and takes those versions.
+    pub(crate) fn write_locked(
+        &self,
+        c: &ChunkId,
+        old: Option<Record>,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+        set: Option<SetVersions>,
+    ) -> Result<i64, RequestError> {
+        let replace = set.is_some();
+        let mut freed: Vec<(u64, u64)> = Vec::new();
+        let base = match (&old, replace) {
+            (Some(r), false) => r.clone(),
+            (Some(r), true) => {
+                freed.extend(r.unit_runs());
+                Record::default()
+            }
+            (None, _) => Record::default(),
+        };
+        let old_len = base.len;
+        let end = offset + data.len() as u32;
+        let new_len = old_len.max(end);
+        let first = offset / P;
+        let last = (end - 1) / P;
+        // The old last page, when it ends inside and the chunk grows past
+        // it: its bytes past the old end must become zeros on the disk.
+        let start = if old_len % P != 0 && end > old_len {
+            first.min(old_len / P)
+        } else {
+            first
+        };
+        let mut map: BTreeMap<u32, u64> = base.page_map();
+        let mut crcs = base.crcs.clone();
+        crcs.resize(pages_of(new_len) as usize, zero_page_crc());
+        let mut buf = vec![0u8; ((last - start + 1) * P) as usize];
+        let mut fresh: Vec<u32> = Vec::new();
+        for p in start..=last {
+            let ps = p * P;
+            let img = &mut buf[((p - start) * P) as usize..][..P as usize];
+            let old_valid = old_len.saturating_sub(ps).min(P);
+            let intersects = offset < ps + P && end > ps;
+            let (lo, hi) = if intersects {
+                (offset.max(ps) - ps, end.min(ps + P) - ps)
+            } else {
+                (0, 0)
+            };
+            let covers_old = intersects && lo == 0 && hi >= old_valid;
+            if old_valid > 0 && !covers_old {
+                self.read_pages(c, &base, p, p, img)?;
+                img[old_valid as usize..].fill(0);
+            }
+            if intersects {
+                let from = (ps + lo - offset) as usize;
+                img[lo as usize..hi as usize]
+                    .copy_from_slice(&data[from..from + (hi - lo) as usize]);
+            }
+            let valid = (new_len - ps).min(P) as usize;
+            crcs[p as usize] = crc32c::crc32c(&img[..valid]);
+            let changes_old = intersects && lo < old_valid;
+            match map.get(&p) {
+                Some(_) if !changes_old => {}
+                Some(&u) => {
+                    freed.push((u, 1));
+                    fresh.push(p);
+                }
+                None => fresh.push(p),
+            }
+        }
+        let near = fresh
+            .first()
+            .and_then(|p| p.checked_sub(1))
+            .and_then(|p| map.get(&p))
+            .map(|u| u + 1);
+        let taken = self.take_units(fresh.len() as u64, near)?;
+        let mut units = taken.iter().flat_map(|&(u, n)| u..u + n);
+        for p in &fresh {
+            if let Some(u) = units.next() {
+                map.insert(*p, u);
+            }
+        }
+        if let Err(e) = self.write_pages(&map, start, last, &buf) {
+            self.allocator().release(&taken);
+            return Err(e);
+        }
+        let mut rec = Record {
+            len: new_len,
+            version: base.version.wrapping_add(1),
+            chain_ver: base.chain_ver,
+            chain: if old.is_some() && !replace {
+                base.chain
+            } else {
+                NO_CHAIN
+            },
+            runs: Vec::new(),
+            crcs,
+        };
+        rec.set_map(&map);
+        if let Some(s) = set {
+            rec.version = s.version;
+            rec.chain_ver = s.chain_ver;
+            rec.chain = s.chain;
+        } else {
+            if mode.chain_ver != 0 {
+                rec.chain_ver = mode.chain_ver;
+            }
+            if mode.chain != NO_CHAIN {
+                rec.chain = mode.chain;
+            }
+        }
+        let bytes = rec.encode();
+        let added = i64::from(old.is_none());
+        self.commit(mode.sync, |t| {
+            t.insert(&record::key(c)[..], &bytes[..])
+                .map_err(|e| self.index_err("update", e))?;
+            Ok(Change {
+                taken: taken.clone(),
+                freed,
+                chunks: added,
+            })
+        })?;
+        let old_len = old.map(|r| r.len);
+        self.usage.force(old_len, Some(new_len));
+        Ok(self.usage.delta(old_len, Some(new_len)))
+    }
+
+    /// Writes the page images of pages `start..=last` (in `buf`) to their
+    /// units in `map`, one device write per run of consecutive units.
+    fn write_pages(
+        &self,
+        map: &BTreeMap<u32, u64>,
+        start: u32,
+        last: u32,
+        buf: &[u8],
+    ) -> Result<(), RequestError> {
+        let mut p = start;
+        while p <= last {
+            let Some(&u) = map.get(&p) else {
+                return Err(self.internal_err(format!("page {p} has no unit")));
+            };
+            let mut n = 1;
+            while p + n <= last && map.get(&(p + n)) == Some(&(u + u64::from(n))) {
+                n += 1;
+            }
+            let at = ((p - start) * P) as usize;
+            self.disk
+                .write_at(&buf[at..at + (n * P) as usize], self.unit_offset(u))
+                .map_err(|e| self.disk_err("write", e))?;
+            p += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn internal_err(&self, what: String) -> RequestError {
+        RequestError::Internal {
+            nsd: self.nsd.clone(),
+            what,
+        }
+    }
+
+    /// Pages `first..=last` of the chunk into `out`, each checked against
+    /// its CRC32C (holes read as zeros).
+    pub(crate) fn read_pages(
+        &self,
+        c: &ChunkId,
+        rec: &Record,
+        first: u32,
+        last: u32,
+        out: &mut [u8],
+    ) -> Result<(), RequestError> {
+        let mut p = first;
+        while p <= last {
+            let at = ((p - first) * P) as usize;
+            let Some(u) = rec.unit_of(p) else {
+                out[at..at + P as usize].fill(0);
+                p += 1;
+                continue;
+            };
+            let mut n = 1;
+            while p + n <= last && rec.unit_of(p + n) == Some(u + u64::from(n)) {
+                n += 1;
+            }
+            self.disk
+                .read_at(&mut out[at..at + (n * P) as usize], self.unit_offset(u))
+                .map_err(|e| self.disk_err("read", e))?;
+            p += n;
+        }
+        for p in first..=last {
+            let ps = p * P;
+            let valid = rec.len.saturating_sub(ps).min(P) as usize;
+            let at = ((p - first) * P) as usize;
+            let computed = crc32c::crc32c(&out[at..at + valid]);
+            let stored = rec.crcs.get(p as usize).copied().unwrap_or(0);
+            if computed != stored {
+                tracing::error!(nsd = %self.nsd, chunk = %ChunkRef(*c), page = p, "checksum mismatch");
+                return Err(RequestError::Checksum {
+                    nsd: self.nsd.clone(),
+                    chunk: ChunkRef(*c),
+                    piece: p,
+                    path: self.path(),
+                    stored,
+                    computed,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes `offset..min(offset + len, chunk length)`, verified.
+    pub fn read(&self, c: &ChunkId, offset: u32, len: u32) -> Result<ChunkRead, RequestError> {
+        self.check_range(u64::from(offset), 0)?;
+        let _guard = self.locks.lock(c);
+        let Some(rec) = self.record(c)? else {
+            return Ok(ChunkRead {
+                chunk_len: 0,
+                present: false,
+                data: Bytes::new(),
+            });
+        };
+        let end = (u64::from(offset) + u64::from(len)).min(u64::from(rec.len)) as u32;
+        if end <= offset {
+            return Ok(ChunkRead {
+                chunk_len: rec.len,
+                present: true,
+                data: Bytes::new(),
+            });
+        }
+        let first = offset / P;
+        let last = (end - 1) / P;
+        let mut buf = vec![0u8; ((last - first + 1) * P) as usize];
+        self.read_pages(c, &rec, first, last, &mut buf)?;
+        let base = first * P;
+        let data = Bytes::from(buf).slice((offset - base) as usize..(end - base) as usize);
+        Ok(ChunkRead {
+            chunk_len: rec.len,
+            present: true,
+            data,
+        })
+    }
+}

@@ -1,0 +1,135 @@
+//! Listing the engine's chunks: a file's chunks, and every chunk with its
+//! versions in key order (fs, inode, generation, block) for resyncs.
+
+use redb::{ReadableDatabase, ReadableTable};
+use weft_proto::msg::ChunkVersion;
+use weft_proto::types::{ChunkId, FsId, Ino};
+
+use super::record::{self, Record};
+use super::superblock::UNIT;
+use super::{Engine, CHUNKS};
+use crate::chunk::ChunkHeader;
+use crate::error::RequestError;
+
+/// Pages per 64 KiB piece of the directory store's checksums.
+const PAGES_PER_PIECE: usize = (weft_proto::layout::PIECE as u64 / UNIT) as usize;
+
+/// The chunk's versions, with the same digest a directory NSD gives the
+/// same bytes (its 64 KiB piece checksums, combined from the page ones), so
+/// replicas on either kind of NSD compare equal.
+pub(crate) fn version(c: &ChunkId, rec: &Record) -> ChunkVersion {
+    let pieces = rec
+        .crcs
+        .chunks(PAGES_PER_PIECE)
+        .enumerate()
+        .map(|(i, crcs)| {
+            let mut acc = crcs[0];
+            for (j, crc) in crcs.iter().enumerate().skip(1) {
+                let page = (i * PAGES_PER_PIECE + j) as u64;
+                let len = u64::from(rec.len).saturating_sub(page * UNIT).min(UNIT) as usize;
+                acc = crc32c::crc32c_combine(acc, *crc, len);
+            }
+            acc
+        })
+        .collect();
+    let header = ChunkHeader {
+        len: rec.len,
+        crcs: pieces,
+        version: rec.version,
+        chain_ver: rec.chain_ver,
+        chain: rec.chain,
+    };
+    ChunkVersion {
+        chunk: *c,
+        len: rec.len,
+        version: rec.version,
+        chain_ver: rec.chain_ver,
+        chain: rec.chain,
+        digest: header.digest(),
+    }
+}
+
+impl Engine {
+    /// (block, length) of every chunk of the file, in block order.
+    pub fn list_chunks(
+        &self,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+    ) -> Result<Vec<(u64, u32)>, RequestError> {
+        let at = |block| ChunkId {
+            fs,
+            ino,
+            gen,
+            block,
+        };
+        let lo = record::key(&at(0));
+        let hi = record::key(&at(u64::MAX));
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| self.index_err("read", e))?;
+        let t = r
+            .open_table(CHUNKS)
+            .map_err(|e| self.index_err("read", e))?;
+        let mut out = Vec::new();
+        for item in t
+            .range(&lo[..]..=&hi[..])
+            .map_err(|e| self.index_err("read", e))?
+        {
+            let (k, v) = item.map_err(|e| self.index_err("read", e))?;
+            let Some(c) = record::chunk_of(k.value()) else {
+                continue;
+            };
+            let len = Record::decode(v.value()).map_or(0, |r| r.len);
+            out.push((c.block, len));
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` chunks after `after`, in key order, with versions.
+    pub fn chunk_versions(
+        &self,
+        after: Option<ChunkId>,
+        limit: usize,
+    ) -> Result<Vec<ChunkVersion>, RequestError> {
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| self.index_err("read", e))?;
+        let t = r
+            .open_table(CHUNKS)
+            .map_err(|e| self.index_err("read", e))?;
+        let from = after.map(|c| record::key(&c));
+        let iter = match &from {
+            Some(k) => t.range::<&[u8]>((
+                std::ops::Bound::Excluded(&k[..]),
+                std::ops::Bound::Unbounded,
+            )),
+            None => t.iter(),
+        }
+        .map_err(|e| self.index_err("read", e))?;
+        let mut out = Vec::new();
+        for item in iter {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(|e| self.index_err("read", e))?;
+            let Some(c) = record::chunk_of(k.value()) else {
+                continue;
+            };
+            out.push(match Record::decode(v.value()) {
+                Ok(rec) => version(&c, &rec),
+                Err(_) => ChunkVersion {
+                    chunk: c,
+                    len: 0,
+                    version: ChunkVersion::UNREADABLE,
+                    chain_ver: 0,
+                    chain: crate::chunk::NO_CHAIN,
+                    digest: 0,
+                },
+            });
+        }
+        Ok(out)
+    }
+}

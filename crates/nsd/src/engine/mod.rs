@@ -1,0 +1,550 @@
+//! The chunk engine: an NSD on a regular file or a block device, with no
+//! host-file-system inode per chunk.
+//!
+//! # On-disk layout
+//!
+//! ```text
+//! 0                      superblock (4 KiB): label and layout (superblock.rs)
+//! 4 KiB                  index area: a redb database (region.rs), a
+//!                        sixteenth of the device, 32 MiB to 64 GiB
+//! data_offset            data units of 4 KiB, unit u at data_offset + u * 4 KiB
+//! ```
+//!
+//! The index holds three tables: `chunks` (key: fs, inode, generation,
+//! block; value: [`record::Record`], the chunk's length, versions, the units
+//! of its 4 KiB pages and one CRC32C per page), `bitmap` (the allocator's
+//! used bits, 32768 units per 4 KiB page) and `counters` (the number of
+//! chunks). Every structure carries [`superblock::ENGINE_FORMAT`].
+//!
+//! # Writes never tear what was durable
+//!
+//! A write builds the new image of each 4 KiB page it touches. A page whose
+//! bytes below the chunk's old length the write changes goes to a newly
+//! allocated unit (copy-on-write); a page the write only extends (bytes at
+//! or past the old length) is written in place, since the bytes the old
+//! record's checksum covers stay the same. The record, the bitmap and the
+//! counters then change in one index transaction. A crash at any point
+//! leaves the old record with its old units intact, or the new one.
+//!
+//! Units freed by a transaction are not reused before a durable commit has
+//! made the freeing durable ([`alloc::Allocator::free_later`]).
+//!
+//! # Durability
+//!
+//! Index commits are not durable by themselves (`Durability::None`). A sync
+//! write, `sync_file` and `barrier` sync the device and then commit durably
+//! while holding the index's write lock, so every record that reaches the
+//! disk points at data that reached it first.
+//!
+//! # Reads
+//!
+//! A read fetches only the pages its range touches and checks each against
+//! its CRC32C: a 4 KiB read reads 4 KiB, and a damaged sector fails only
+//! the reads that touch it.
+
+pub mod alloc;
+mod check;
+pub mod disk;
+mod io;
+mod listing;
+pub mod record;
+pub mod region;
+mod remove;
+pub mod superblock;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use weft_proto::msg::{ChunkVersion, NsdStat};
+use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
+
+use crate::error::{NsdError, NsdRef, RequestError};
+use crate::locks::LockTable;
+use crate::ops::read::ChunkRead;
+use crate::spec::NsdSpec;
+use crate::usage::Usage;
+use crate::{ChunkStore, WriteMode};
+
+pub use check::CheckReport;
+
+use alloc::{Allocator, Run};
+use disk::{Disk, DiskKind, FileDisk};
+use record::Record;
+use region::Region;
+use superblock::{probe, Superblock, PROBE_LEN, UNIT};
+
+pub(crate) const CHUNKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("chunks");
+pub(crate) const BITMAP: TableDefinition<u64, &[u8]> = TableDefinition::new("bitmap");
+pub(crate) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// A chunk store on a file or a block device.
+pub struct Engine {
+    spec: NsdSpec,
+    nsd: NsdRef,
+    disk: Arc<dyn Disk>,
+    sb: Superblock,
+    db: Database,
+    alloc: Mutex<Allocator>,
+    locks: LockTable,
+    /// Number of the last index commit.
+    seq: AtomicU64,
+    chunks: AtomicU64,
+    /// The accounting the file system sees (subblocks), as on directory NSDs.
+    usage: Usage,
+    /// The last device access failed.
+    failing: AtomicBool,
+}
+
+/// What one index transaction changed in the allocator.
+#[derive(Debug, Default)]
+pub(crate) struct Change {
+    /// Units newly used (already taken in memory).
+    pub taken: Vec<Run>,
+    /// Units no longer used.
+    pub freed: Vec<Run>,
+    pub chunks: i64,
+}
+
+/// Formats `spec.path` as an engine NSD: an existing file or block device,
+/// or a new file of `spec.size` bytes. Refuses a device that holds a file
+/// system, a partition table or a Weft label unless `force`.
+pub fn format(spec: &NsdSpec, cluster_id: &str, force: bool) -> Result<(), NsdError> {
+    spec.validate()?;
+    let path = &spec.path;
+    let disk = match DiskKind::of(path) {
+        Some(_) => FileDisk::open(path).map_err(|e| NsdError::io(path, "open", e))?,
+        None => FileDisk::create_file(path, spec.size)
+            .map_err(|e| NsdError::io(path, "create the NSD file", e))?,
+    };
+    let mut head = vec![0u8; PROBE_LEN.min(disk.len() as usize)];
+    disk.read_at(&mut head, 0)
+        .map_err(|e| NsdError::io(path, "read the start of", e))?;
+    if let Some(found) = probe(&head) {
+        let ours = Superblock::decode(&head)
+            .is_ok_and(|sb| sb.cluster_id == cluster_id && sb.nsd_id == spec.id);
+        if ours {
+            return Err(NsdError::AlreadyFormatted { path: path.clone() });
+        }
+        if !force {
+            return Err(NsdError::InUse {
+                path: path.clone(),
+                found,
+            });
+        }
+        tracing::warn!(path = %path.display(), %found, "formatting over it (--force)");
+    }
+    let Some(mut sb) = Superblock::plan(cluster_id, spec.id, &spec.name, disk.len()) else {
+        return Err(NsdError::TooSmall {
+            path: path.clone(),
+            len: disk.len(),
+        });
+    };
+    sb.units = sb.units.min(spec.size / UNIT).max(1);
+    let io = |op, e| NsdError::io(path, op, e);
+    // A fresh index area (its length record zero), durable before the
+    // superblock names it.
+    disk.write_at(&[0u8; UNIT as usize], sb.index_offset)
+        .map_err(|e| io("write the index area of", e))?;
+    disk.sync().map_err(|e| io("sync", e))?;
+    let bytes = sb.encode().map_err(|e| NsdError::BadSuperblock {
+        path: path.clone(),
+        reason: e,
+    })?;
+    disk.write_at(&bytes, 0)
+        .map_err(|e| io("write the superblock of", e))?;
+    disk.sync().map_err(|e| io("sync", e))?;
+    Ok(())
+}
+
+impl Engine {
+    /// Opens the engine NSD at `spec.path`, checking its label.
+    pub fn open(spec: NsdSpec, cluster_id: &str) -> Result<Engine, NsdError> {
+        let disk = FileDisk::open(&spec.path).map_err(|e| NsdError::io(&spec.path, "open", e))?;
+        Engine::open_on(Arc::new(disk), spec, cluster_id)
+    }
+
+    /// Opens an engine NSD on any [`Disk`] (tests put a faulty one here).
+    pub fn open_on(
+        disk: Arc<dyn Disk>,
+        spec: NsdSpec,
+        cluster_id: &str,
+    ) -> Result<Engine, NsdError> {
+        spec.validate()?;
+        let path = spec.path.clone();
+        let mut head = vec![0u8; UNIT as usize];
+        disk.read_at(&mut head, 0)
+            .map_err(|e| NsdError::io(&path, "read the superblock of", e))?;
+        let sb = match Superblock::decode(&head) {
+            Ok(sb) => sb,
+            Err(superblock::SuperblockError::NoMagic { .. }) => {
+                return Err(NsdError::NotFormatted { path })
+            }
+            Err(reason) => return Err(NsdError::BadSuperblock { path, reason }),
+        };
+        if sb.cluster_id != cluster_id {
+            return Err(NsdError::WrongCluster {
+                path,
+                found: sb.cluster_id,
+                expected: cluster_id.to_string(),
+            });
+        }
+        if sb.nsd_id != spec.id {
+            return Err(NsdError::WrongNsd {
+                path,
+                found: sb.nsd_id,
+                expected: spec.id,
+            });
+        }
+        let region = Region::open(disk.clone(), sb.index_offset, sb.index_len)
+            .map_err(|e| NsdError::io(&path, "open the index of", e))?;
+        let db = redb::Builder::new()
+            .set_cache_size(64 << 20)
+            .create_with_backend(region)
+            .map_err(|e| NsdError::io(&path, "open the index of", std::io::Error::other(e)))?;
+        let idx = |e: &dyn std::fmt::Display| {
+            NsdError::io(
+                &path,
+                "read the index of",
+                std::io::Error::other(e.to_string()),
+            )
+        };
+        // The tables exist from the first open on.
+        let txn = db.begin_write().map_err(|e| idx(&e))?;
+        txn.open_table(CHUNKS).map_err(|e| idx(&e))?;
+        txn.open_table(BITMAP).map_err(|e| idx(&e))?;
+        txn.open_table(COUNTERS).map_err(|e| idx(&e))?;
+        txn.commit().map_err(|e| idx(&e))?;
+        let (pages, chunks) = {
+            let r = db.begin_read().map_err(|e| idx(&e))?;
+            let bitmap = r.open_table(BITMAP).map_err(|e| idx(&e))?;
+            let mut pages = Vec::new();
+            for item in bitmap.iter().map_err(|e| idx(&e))? {
+                let (k, v) = item.map_err(|e| idx(&e))?;
+                pages.push((k.value(), v.value().to_vec()));
+            }
+            let counters = r.open_table(COUNTERS).map_err(|e| idx(&e))?;
+            let chunks = counters
+                .get("chunks")
+                .map_err(|e| idx(&e))?
+                .map_or(0, |v| v.value());
+            (pages, chunks)
+        };
+        let alloc = Allocator::new(sb.units, pages);
+        let usage = Usage::new(sb.units * UNIT, spec.block_size);
+        let nsd = NsdRef {
+            id: spec.id,
+            name: spec.name.clone(),
+        };
+        let engine = Engine {
+            nsd,
+            disk,
+            sb,
+            db,
+            alloc: Mutex::new(alloc),
+            locks: LockTable::new(),
+            seq: AtomicU64::new(0),
+            chunks: AtomicU64::new(chunks),
+            usage,
+            failing: AtomicBool::new(false),
+            spec,
+        };
+        engine.load_usage().map_err(|e| idx(&e))?;
+        Ok(engine)
+    }
+
+    /// The file system's accounting (subblocks per chunk length), from the
+    /// index; the engine's own usage is the bitmap's.
+    fn load_usage(&self) -> Result<(), RequestError> {
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| self.index_err("read", e))?;
+        let t = r
+            .open_table(CHUNKS)
+            .map_err(|e| self.index_err("read", e))?;
+        for item in t.iter().map_err(|e| self.index_err("read", e))? {
+            let (_, v) = item.map_err(|e| self.index_err("read", e))?;
+            if let Ok(rec) = Record::decode(v.value()) {
+                self.usage.force(None, Some(rec.len));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn superblock(&self) -> &Superblock {
+        &self.sb
+    }
+
+    pub(crate) fn allocator(&self) -> MutexGuard<'_, Allocator> {
+        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn path(&self) -> PathBuf {
+        self.spec.path.clone()
+    }
+
+    pub(crate) fn index_err(&self, op: &'static str, e: impl std::fmt::Display) -> RequestError {
+        self.failing.store(true, Ordering::Relaxed);
+        RequestError::Io {
+            nsd: self.nsd.clone(),
+            op,
+            path: self.path(),
+            source: std::io::Error::other(format!("index: {e}")),
+        }
+    }
+
+    pub(crate) fn disk_err(&self, op: &'static str, e: std::io::Error) -> RequestError {
+        self.failing.store(true, Ordering::Relaxed);
+        RequestError::io(&self.nsd, op, self.path(), e)
+    }
+
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), RequestError> {
+        if offset.saturating_add(len) > u64::from(self.spec.block_size) {
+            return Err(RequestError::OutOfBlock {
+                nsd: self.nsd.clone(),
+                offset,
+                len,
+                block_size: self.spec.block_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// The chunk's record; `None` when absent.
+    pub(crate) fn record(&self, c: &ChunkId) -> Result<Option<Record>, RequestError> {
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| self.index_err("read", e))?;
+        let t = r
+            .open_table(CHUNKS)
+            .map_err(|e| self.index_err("read", e))?;
+        let Some(v) = t
+            .get(&record::key(c)[..])
+            .map_err(|e| self.index_err("read", e))?
+        else {
+            return Ok(None);
+        };
+        Record::decode(v.value())
+            .map(Some)
+            .map_err(|e| RequestError::Corrupt {
+                nsd: self.nsd.clone(),
+                chunk: crate::ChunkRef(*c),
+                path: self.path(),
+                reason: crate::ChunkFormatError::Index {
+                    reason: e.to_string(),
+                },
+            })
+    }
+
+    /// Units for `n` pages, right after `near` where possible.
+    pub(crate) fn take_units(&self, n: u64, near: Option<u64>) -> Result<Vec<Run>, RequestError> {
+        let mut a = self.allocator();
+        a.alloc(n, near).ok_or_else(|| RequestError::NoSpace {
+            nsd: self.nsd.clone(),
+            need: n * UNIT,
+            used: a.used() * UNIT,
+            size: a.units() * UNIT,
+        })
+    }
+
+    /// One index transaction: `f` changes the chunks table and says what
+    /// it changed in the allocator; the bitmap and counters follow in the
+    /// same transaction. With `durable`, the device is synced first and the
+    /// commit is durable. On failure the units `taken` go back.
+    pub(crate) fn commit(
+        &self,
+        durable: bool,
+        f: impl FnOnce(&mut redb::Table<&[u8], &[u8]>) -> Result<Change, RequestError>,
+    ) -> Result<(), RequestError> {
+        let mut taken = Vec::new();
+        let result = (|| {
+            let mut txn = self
+                .db
+                .begin_write()
+                .map_err(|e| self.index_err("update", e))?;
+            let change = {
+                let mut t = txn
+                    .open_table(CHUNKS)
+                    .map_err(|e| self.index_err("update", e))?;
+                let change = f(&mut t);
+                if let Ok(c) = &change {
+                    taken = c.taken.clone();
+                }
+                change?
+            };
+            {
+                let mut bitmap = txn
+                    .open_table(BITMAP)
+                    .map_err(|e| self.index_err("update", e))?;
+                let mut failed = None;
+                for (runs, on) in [(&change.taken, true), (&change.freed, false)] {
+                    alloc::apply_to_pages(runs, on, &mut |page, edit| {
+                        let mut bytes = match bitmap.get(page) {
+                            Ok(Some(v)) => v.value().to_vec(),
+                            Ok(None) => vec![0u8; (alloc::PAGE_UNITS / 8) as usize],
+                            Err(e) => {
+                                failed = Some(e.to_string());
+                                return;
+                            }
+                        };
+                        edit(&mut bytes);
+                        if let Err(e) = bitmap.insert(page, &bytes[..]) {
+                            failed = Some(e.to_string());
+                        }
+                    });
+                }
+                if let Some(e) = failed {
+                    return Err(self.index_err("update the bitmap of", e));
+                }
+            }
+            if change.chunks != 0 {
+                let mut counters = txn
+                    .open_table(COUNTERS)
+                    .map_err(|e| self.index_err("update", e))?;
+                let now = counters
+                    .get("chunks")
+                    .map_err(|e| self.index_err("update", e))?
+                    .map_or(0, |v| v.value());
+                let next = now.saturating_add_signed(change.chunks);
+                counters
+                    .insert("chunks", next)
+                    .map_err(|e| self.index_err("update", e))?;
+                self.chunks.store(next, Ordering::Relaxed);
+            }
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            if durable {
+                self.disk.sync().map_err(|e| self.disk_err("sync", e))?;
+                txn.set_durability(Durability::Immediate)
+                    .map_err(|e| self.index_err("update", e))?;
+            } else {
+                txn.set_durability(Durability::None)
+                    .map_err(|e| self.index_err("update", e))?;
+            }
+            txn.commit().map_err(|e| self.index_err("commit", e))?;
+            Ok((seq, change.freed))
+        })();
+        match result {
+            Ok((seq, freed)) => {
+                let mut a = self.allocator();
+                a.free_later(seq, &freed);
+                if durable {
+                    a.durable(seq);
+                }
+                self.failing.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.allocator().release(&taken);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes everything acknowledged so far durable.
+    pub fn barrier(&self) -> Result<(), RequestError> {
+        self.commit(true, |_| Ok(Change::default()))
+    }
+
+    pub fn stat(&self) -> NsdStat {
+        let a = self.allocator();
+        let unit_block = u64::from(self.spec.block_size) / UNIT;
+        NsdStat {
+            nsd: self.spec.id,
+            size: a.units() * UNIT,
+            used: a.used() * UNIT,
+            free: a.free() * UNIT,
+            chunks: self.chunks.load(Ordering::Relaxed),
+            subblock: UNIT as u32,
+            block: self.spec.block_size,
+            free_fragments: a.free_fragments(unit_block) * UNIT,
+            healthy: !self.failing.load(Ordering::Relaxed),
+            to_sync: 0,
+            synced_bytes: 0,
+        }
+    }
+}
+
+impl ChunkStore for Engine {
+    fn id(&self) -> NsdId {
+        self.spec.id
+    }
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn write(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        data: &[u8],
+        mode: WriteMode,
+    ) -> Result<i64, RequestError> {
+        Engine::write(self, c, offset, data, mode)
+    }
+    fn read(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        len: u32,
+        _direct: bool,
+    ) -> Result<ChunkRead, RequestError> {
+        Engine::read(self, c, offset, len)
+    }
+    fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
+        Engine::truncate(self, c, len)
+    }
+    fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError> {
+        Engine::allocate(self, c, len, mode)
+    }
+    fn delete_from(
+        &self,
+        fs: FsId,
+        ino: Ino,
+        gen: u64,
+        from_block: u64,
+    ) -> Result<i64, RequestError> {
+        Engine::delete_from(self, fs, ino, gen, from_block)
+    }
+    fn sync_file(&self, _fs: FsId, _ino: Ino, _gen: u64) -> Result<(), RequestError> {
+        self.barrier()
+    }
+    fn barrier(&self) -> Result<(), RequestError> {
+        Engine::barrier(self)
+    }
+    fn list_chunks(&self, fs: FsId, ino: Ino, gen: u64) -> Result<Vec<(u64, u32)>, RequestError> {
+        Engine::list_chunks(self, fs, ino, gen)
+    }
+    fn chunk_versions(
+        &self,
+        after: Option<ChunkId>,
+        limit: usize,
+    ) -> Result<Vec<ChunkVersion>, RequestError> {
+        Engine::chunk_versions(self, after, limit)
+    }
+    fn chunk_version(&self, c: &ChunkId) -> Result<Option<ChunkVersion>, RequestError> {
+        let _guard = self.locks.lock(c);
+        Ok(self.record(c)?.map(|r| listing::version(c, &r)))
+    }
+    fn put_chunk(
+        &self,
+        c: &ChunkId,
+        data: &[u8],
+        version: u64,
+        chain_ver: u64,
+        chain: u32,
+        expect: Option<(u64, u64)>,
+    ) -> Result<bool, RequestError> {
+        Engine::put_chunk(self, c, data, version, chain_ver, chain, expect)
+    }
+    fn stat(&self, _sharing: u64) -> NsdStat {
+        Engine::stat(self)
+    }
+    fn device(&self) -> Option<u64> {
+        None
+    }
+    fn chunk_path(&self, _c: &ChunkId) -> Option<PathBuf> {
+        None
+    }
+}
