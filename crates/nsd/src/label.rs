@@ -112,8 +112,18 @@ fn format_dir(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
     Ok(())
 }
 
-/// Reads the label of the NSD in directory `path`.
+/// Reads the label of the NSD at `path`: a directory's `nsd.label`, or the
+/// superblock of a file or block device.
 pub fn read_label(path: &Path) -> Result<NsdLabel, NsdError> {
+    if crate::engine::disk::DiskKind::of(path).is_some() {
+        let sb = crate::engine::read_superblock(path)?;
+        return Ok(NsdLabel {
+            format_version: crate::engine::superblock::ENGINE_FORMAT,
+            cluster_id: sb.cluster_id,
+            id: sb.nsd_id,
+            name: sb.name,
+        });
+    }
     let file = path.join(LABEL_FILE);
     let bytes = match fs::read(&file) {
         Ok(b) => b,

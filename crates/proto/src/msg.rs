@@ -113,9 +113,12 @@ pub enum NodeRequest {
     Umount { path: String },
     /// The mounts this daemon serves: (file system, path).
     Mounts,
-    /// Whether `path` on this node can become a directory NSD (exists, is a
-    /// directory, holds nothing); answers [`Response::Device`].
-    ProbeDevice { path: String },
+    /// Whether `path` on this node can become an NSD: an empty directory, a
+    /// block device or file holding nothing a format would destroy, or an
+    /// absent `.img` file. With `force`, a device or file holding a file
+    /// system or another label is wiped so that it can. Answers
+    /// [`Response::Device`].
+    ProbeDevice { path: String, force: bool },
 }
 
 /// Requests to the nsd role. Chunk data travels as the frame's data.

@@ -144,6 +144,73 @@ pub fn fs_capacity(path: &Path) -> Result<(u64, u64)> {
 pub struct NewCluster {
     pub disks: u32,
     pub block_size: u32,
+    pub nsd_type: NsdType,
+}
+
+/// What the NSDs of a new one-node cluster are (`weft up --nsd-type`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NsdType {
+    /// Directories DATA/nsd/nsdK (one file per chunk).
+    Dir,
+    /// Files DATA/nsd/nsdK.img under the chunk engine.
+    File,
+    /// These block devices (or files), one NSD each, with their sizes.
+    Devices(Vec<(PathBuf, u64)>),
+}
+
+impl NsdType {
+    /// Parses `dir`, `file` or `device=PATH[,PATH...]`; devices must be
+    /// absolute paths to existing block devices or files.
+    pub fn parse(text: &str) -> Result<NsdType> {
+        match text {
+            "dir" => return Ok(NsdType::Dir),
+            "file" => return Ok(NsdType::File),
+            _ => {}
+        }
+        let Some(list) = text.strip_prefix("device=") else {
+            bail!("--nsd-type {text}: give dir, file or device=/dev/vdb[,/dev/vdc...]");
+        };
+        let mut out = Vec::new();
+        for path in list.split(',').filter(|p| !p.is_empty()) {
+            let p = PathBuf::from(path);
+            if !p.is_absolute() {
+                bail!("--nsd-type device={path}: give an absolute path");
+            }
+            if weft_nsd::NsdKind::of(&p) == weft_nsd::NsdKind::Dir {
+                bail!("--nsd-type device={path}: not a block device or a regular file");
+            }
+            let len = std::fs::File::open(&p)
+                .and_then(|mut f| {
+                    use std::io::Seek;
+                    f.seek(std::io::SeekFrom::End(0))
+                })
+                .with_context(|| format!("--nsd-type device={path}: cannot open it"))?;
+            out.push((p, len));
+        }
+        if out.is_empty() {
+            bail!("--nsd-type device=: name at least one device");
+        }
+        Ok(NsdType::Devices(out))
+    }
+
+    /// Whether these NSDs are of this type (a restart repeating the
+    /// options of the first start).
+    pub fn describes(&self, nsds: &[weft_proto::config::NsdInfo]) -> bool {
+        use weft_nsd::NsdKind;
+        match self {
+            NsdType::Dir => nsds.iter().all(|n| NsdKind::of(Path::new(&n.device)) == NsdKind::Dir),
+            NsdType::File => nsds
+                .iter()
+                .all(|n| NsdKind::of(Path::new(&n.device)) == NsdKind::File),
+            NsdType::Devices(list) => {
+                list.len() == nsds.len()
+                    && list
+                        .iter()
+                        .zip(nsds)
+                        .all(|((p, _), n)| p.as_path() == Path::new(&n.device))
+            }
+        }
+    }
 }
 
 /// The configuration of a new one-node cluster with `disks` directory NSDs
@@ -155,17 +222,28 @@ pub fn plan_cluster(
     avail: u64,
 ) -> Result<ClusterConfig> {
     let per_disk = avail / u64::from(opts.disks.max(1));
+    let place = |i: u32| -> (PathBuf, u64) {
+        let name = format!("nsd{i}");
+        match &opts.nsd_type {
+            NsdType::Dir => (dir.nsd(&name), per_disk),
+            NsdType::File => (dir.nsd(&format!("{name}.img")), per_disk),
+            NsdType::Devices(list) => list
+                .get(i as usize - 1)
+                .cloned()
+                .unwrap_or_else(|| (dir.nsd(&name), per_disk)),
+        }
+    };
     let nsds: Vec<NsdInfo> = (1..=opts.disks)
         .map(|i| NsdInfo {
             id: i,
             name: format!("nsd{i}"),
             node: 1,
-            device: dir.nsd(&format!("nsd{i}")).display().to_string(),
+            device: place(i).0.display().to_string(),
             // Each directory NSD is its own failure group, as separate disks would be.
             failure_group: i,
             usage: Usage::DataAndMetadata,
             pool: "system".into(),
-            size: per_disk,
+            size: place(i).1,
             status: DiskStatus::Up,
             availability: Availability::Ready,
         })

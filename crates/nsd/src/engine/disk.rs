@@ -68,6 +68,9 @@ impl FileDisk {
             opts.custom_flags(libc::O_EXCL);
         }
         let mut file = opts.open(path)?;
+        if kind != Some(DiskKind::BlockDevice) {
+            lock(&file, path)?;
+        }
         let len = file.seek(SeekFrom::End(0))?;
         Ok(FileDisk {
             file,
@@ -84,6 +87,7 @@ impl FileDisk {
             .write(true)
             .create_new(true)
             .open(path)?;
+        lock(&file, path)?;
         file.set_len(len)?;
         Ok(FileDisk {
             file,
@@ -91,6 +95,28 @@ impl FileDisk {
             len,
         })
     }
+}
+
+/// Takes the file's exclusive lock: one process serves an NSD at a time.
+fn lock(file: &File, path: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function borrows; no memory is
+    // passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(io::Error::new(
+            io::ErrorKind::ResourceBusy,
+            format!(
+                "{} is in use by another process (a running weft node?): stop it first",
+                path.display()
+            ),
+        ));
+    }
+    Err(e)
 }
 
 impl Disk for FileDisk {

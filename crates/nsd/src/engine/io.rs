@@ -225,8 +225,7 @@ impl Engine {
             })
         })?;
         let old_len = old.map(|r| r.len);
-        self.usage.force(old_len, Some(new_len));
-        Ok(self.usage.delta(old_len, Some(new_len)))
+        Ok(self.alloc_delta(old_len, Some(new_len)))
     }
 
     /// Writes the page images of pages `start..=last` (in `buf`) to their

@@ -91,7 +91,7 @@ pub struct Engine {
     /// Number of the last index commit.
     seq: AtomicU64,
     chunks: AtomicU64,
-    /// The accounting the file system sees (subblocks), as on directory NSDs.
+    /// Only for [`Engine::alloc_delta`]: its totals are not kept.
     usage: Usage,
     /// The last device access failed.
     failing: AtomicBool,
@@ -115,7 +115,10 @@ pub fn format(spec: &NsdSpec, cluster_id: &str, force: bool) -> Result<(), NsdEr
     let path = &spec.path;
     let disk = match DiskKind::of(path) {
         Some(_) => FileDisk::open(path).map_err(|e| NsdError::io(path, "open", e))?,
-        None => FileDisk::create_file(path, spec.size)
+        None => path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| FileDisk::create_file(path, spec.size))
             .map_err(|e| NsdError::io(path, "create the NSD file", e))?,
     };
     let mut head = vec![0u8; PROBE_LEN.min(disk.len() as usize)];
@@ -156,6 +159,26 @@ pub fn format(spec: &NsdSpec, cluster_id: &str, force: bool) -> Result<(), NsdEr
         .map_err(|e| io("write the superblock of", e))?;
     disk.sync().map_err(|e| io("sync", e))?;
     Ok(())
+}
+
+/// The superblock of the engine NSD at `path` (read without opening it
+/// for writing, so a running node may hold it).
+pub fn read_superblock(path: &std::path::Path) -> Result<Superblock, NsdError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(|e| NsdError::io(path, "open", e))?;
+    let mut head = vec![0u8; UNIT as usize];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| NsdError::io(path, "read the superblock of", e))?;
+    match Superblock::decode(&head) {
+        Ok(sb) => Ok(sb),
+        Err(superblock::SuperblockError::NoMagic { .. }) => Err(NsdError::NotFormatted {
+            path: path.to_path_buf(),
+        }),
+        Err(reason) => Err(NsdError::BadSuperblock {
+            path: path.to_path_buf(),
+            reason,
+        }),
+    }
 }
 
 impl Engine {
@@ -250,27 +273,15 @@ impl Engine {
             failing: AtomicBool::new(false),
             spec,
         };
-        engine.load_usage().map_err(|e| idx(&e))?;
         Ok(engine)
     }
 
-    /// The file system's accounting (subblocks per chunk length), from the
-    /// index; the engine's own usage is the bitmap's.
-    fn load_usage(&self) -> Result<(), RequestError> {
-        let r = self
-            .db
-            .begin_read()
-            .map_err(|e| self.index_err("read", e))?;
-        let t = r
-            .open_table(CHUNKS)
-            .map_err(|e| self.index_err("read", e))?;
-        for item in t.iter().map_err(|e| self.index_err("read", e))? {
-            let (_, v) = item.map_err(|e| self.index_err("read", e))?;
-            if let Ok(rec) = Record::decode(v.value()) {
-                self.usage.force(None, Some(rec.len));
-            }
-        }
-        Ok(())
+    /// How a chunk going from `old` to `new` length (`None`: absent)
+    /// changes the file's allocation as the file system counts it
+    /// (subblocks, as on directory NSDs); the engine's own usage is the
+    /// bitmap's.
+    pub(crate) fn alloc_delta(&self, old: Option<u32>, new: Option<u32>) -> i64 {
+        self.usage.delta(old, new)
     }
 
     pub fn superblock(&self) -> &Superblock {

@@ -47,8 +47,7 @@ impl Engine {
                 ..Change::default()
             })
         })?;
-        self.usage.force(Some(rec.len), Some(len));
-        Ok(self.usage.delta(Some(rec.len), Some(len)))
+        Ok(self.alloc_delta(Some(rec.len), Some(len)))
     }
 
     /// Deletes a chunk whose lock the caller holds.
@@ -62,8 +61,7 @@ impl Engine {
                 ..Change::default()
             })
         })?;
-        self.usage.force(Some(rec.len), None);
-        Ok(self.usage.delta(Some(rec.len), None))
+        Ok(self.alloc_delta(Some(rec.len), None))
     }
 
     /// Deletes every chunk of the file from `from_block` on.

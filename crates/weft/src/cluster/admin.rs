@@ -27,6 +27,11 @@ pub struct NsdCreateArgs {
     /// Stanza file with `%nsd:` stanzas (GPFS syntax).
     #[arg(short = 'F')]
     pub file: PathBuf,
+    /// Take block devices and files that hold a file system, a partition
+    /// table or another NSD label: each one's start is wiped when its server
+    /// checks it, like `mmcrnsd -v no`.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub target: Target,
 }
@@ -139,6 +144,7 @@ pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
             let peer = pool.peer(&node.addr);
             let probe = Request::Node(NodeRequest::ProbeDevice {
                 path: s.device.clone(),
+                force: args.force,
             });
             let free = match peer.call(probe, Bytes::new()).await {
                 Ok((Response::Device { free }, _)) => free,

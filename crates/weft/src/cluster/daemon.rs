@@ -223,7 +223,7 @@ impl NodeControl for Mounts {
                     .map(|(p, (fs, _))| (fs.clone(), p.clone()))
                     .collect(),
             ),
-            NodeRequest::ProbeDevice { path } => match super::devices::probe(&path) {
+            NodeRequest::ProbeDevice { path, force } => match super::devices::probe(&path, force) {
                 Ok(free) => Response::Device { free },
                 Err(e) => err(ErrorKind::Invalid, e),
             },

@@ -22,7 +22,9 @@ use weft_quorum::{ConfigStore, FileStore};
 
 use crate::cluster::manager::Manager;
 use crate::cluster::resync::{chain_states, Resyncs};
-use crate::datadir::{fs_capacity, plan_cluster, DataDir, DirState, NewCluster, DEFAULT_FS};
+use crate::datadir::{
+    fs_capacity, plan_cluster, DataDir, DirState, NewCluster, NsdType, DEFAULT_FS,
+};
 use crate::node::{Node, QuorumRole};
 use crate::size::{parse_size, show_size};
 
@@ -36,9 +38,19 @@ pub struct UpArgs {
     /// Mount point of fs0 (the default is created when missing; a given one must exist).
     #[arg(long)]
     mount: Option<PathBuf>,
-    /// Number of directory NSDs of a new cluster (1..=64).
+    /// Number of NSDs of a new cluster (1..=64).
     #[arg(long)]
     disks: Option<u32>,
+    /// What the NSDs of a new cluster are: `dir` (directories DATA/nsd/nsdK,
+    /// one file per chunk), `file` (files DATA/nsd/nsdK.img under the chunk
+    /// engine) or `device=/dev/vdb,/dev/vdc` (these block devices or files,
+    /// one NSD each, under the chunk engine).
+    #[arg(long)]
+    nsd_type: Option<String>,
+    /// Format devices given with --nsd-type device= even when they hold a
+    /// file system, a partition table or another NSD label.
+    #[arg(long)]
+    force: bool,
     /// Block size of a new file system: a power of two from 64K to 16M.
     #[arg(short = 'B', long = "block-size")]
     block_size: Option<String>,
@@ -73,6 +85,7 @@ pub struct UpArgs {
 }
 
 struct Checked {
+    nsd_type: Option<NsdType>,
     pagepool: u64,
     lock_lease_ms: u64,
     disks: Option<u32>,
@@ -103,6 +116,15 @@ fn check(args: &UpArgs) -> Result<Checked> {
             Some(bs as u32)
         }
     };
+    let nsd_type = args.nsd_type.as_deref().map(NsdType::parse).transpose()?;
+    if let (Some(NsdType::Devices(list)), Some(d)) = (&nsd_type, args.disks) {
+        if list.len() != d as usize {
+            bail!(
+                "--disks {d} and --nsd-type device= with {} devices disagree: drop --disks",
+                list.len()
+            );
+        }
+    }
     let pagepool = parse_size(&args.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
     if pagepool < 16 << 20 {
         bail!(
@@ -126,6 +148,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
         Some(std::path::absolute(&path).unwrap_or(path))
     };
     Ok(Checked {
+        nsd_type,
         pagepool,
         lock_lease_ms: fdt * 1000,
         disks: args.disks,
@@ -164,7 +187,7 @@ fn check_mount_point(path: &Path, explicit: bool) -> Result<()> {
 }
 
 /// Creates a new cluster in an empty data directory.
-fn create(dir: &DataDir, disks: u32, block_size: u32) -> Result<ClusterConfig> {
+fn create(dir: &DataDir, new: &NewCluster, force: bool) -> Result<ClusterConfig> {
     std::fs::create_dir_all(&dir.root).with_context(|| {
         format!(
             "cannot create data directory {}: choose a writable place with --data",
@@ -183,13 +206,23 @@ fn create(dir: &DataDir, disks: u32, block_size: u32) -> Result<ClusterConfig> {
     let cluster_id: String = (0..8)
         .map(|_| format!("{:02x}", rand::random::<u8>()))
         .collect();
-    let config = plan_cluster(dir, &NewCluster { disks, block_size }, &cluster_id, avail)?;
+    let config = plan_cluster(dir, new, &cluster_id, avail)?;
     std::fs::create_dir_all(dir.root.join("meta")).context("cannot create the meta directory")?;
     Secret::generate()
         .save(&dir.secret())
         .context("cannot write the cluster secret")?;
     for nsd in &config.nsds {
-        weft_nsd::format_nsd(&nsd_spec(&config, nsd), &cluster_id)?;
+        let spec = nsd_spec(&config, nsd);
+        if force {
+            weft_nsd::format_nsd_forced(&spec, &cluster_id)?;
+        } else {
+            weft_nsd::format_nsd(&spec, &cluster_id).map_err(|e| match e {
+                weft_nsd::NsdError::InUse { .. } => {
+                    anyhow::anyhow!("{e}").context("--nsd-type device=: add --force to overwrite it")
+                }
+                e => e.into(),
+            })?;
+        }
     }
     // The configuration is written last: a directory without it is not a
     // cluster yet, and a failed creation can be retried after emptying it.
@@ -211,6 +244,9 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
     };
     if checked.disks.is_some() {
         bail!("--disks applies to the one-process cluster; with --nodes each node has one NSD");
+    }
+    if checked.nsd_type.is_some() {
+        bail!("--nsd-type applies to the one-process cluster; with --nodes each node has one directory NSD (use `weft nsd create` for others)");
     }
     if checked.over_tcp {
         bail!("--mount-over-tcp applies to the one-process cluster; with --nodes every request already crosses TCP");
@@ -245,11 +281,17 @@ pub fn run(args: UpArgs) -> Result<()> {
     let created = match dir.state()? {
         DirState::Foreign(why) => bail!("{why}"),
         DirState::Empty => {
-            create(
-                &dir,
-                checked.disks.unwrap_or(4),
-                checked.block_size.unwrap_or(DEFAULT_BLOCK),
-            )?;
+            let nsd_type = checked.nsd_type.clone().unwrap_or(NsdType::Dir);
+            let disks = match &nsd_type {
+                NsdType::Devices(list) => list.len() as u32,
+                _ => checked.disks.unwrap_or(4),
+            };
+            let new = NewCluster {
+                disks,
+                block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
+                nsd_type,
+            };
+            create(&dir, &new, args.force)?;
             true
         }
         DirState::Cluster if dir.root.join("node.toml").exists() => bail!(
@@ -310,6 +352,15 @@ pub fn run(args: UpArgs) -> Result<()> {
                     show_size(bs.into()),
                     dir.root.display(),
                     show_size(fs.block_size.into())
+                );
+            }
+        }
+        if let Some(t) = &checked.nsd_type {
+            if !t.describes(&config.nsds) {
+                bail!(
+                    "--nsd-type applies when a cluster is created; the NSDs of the cluster in {} are of another type: \
+                     drop --nsd-type or use a new --data directory",
+                    dir.root.display()
                 );
             }
         }

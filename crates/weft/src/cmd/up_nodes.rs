@@ -243,6 +243,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         retry("create the NSDs", || {
             crate::cluster::admin::nsd_create(NsdCreateArgs {
                 file: stanza.clone(),
+                force: false,
                 target: target.clone(),
             })
         })?;
