@@ -12,12 +12,17 @@ import os
 import sys
 
 TARGETS = ["local", "tmpfs", "fuse", "native"]
+# FUSE targets on chunk-engine NSDs (BENCH_NSD_TYPES), shown when run.
+ENGINE_TARGETS = ["fuse-file", "fuse-dev"]
 NAMES = {
     "local": "local disk",
     "tmpfs": "tmpfs",
     "fuse": "Weft FUSE",
     "native": "Weft native",
+    "fuse-file": "Weft FUSE, file NSDs",
+    "fuse-dev": "Weft FUSE, device NSDs",
 }
+SHORT = {"fuse": "FUSE", "native": "native", "fuse-file": "file", "fuse-dev": "device"}
 
 # (test id, label, unit); unit picks the figure: MiB/s, IOPS or ops/s.
 ROWS = [
@@ -110,6 +115,11 @@ class Figures:
     def runs(self, target, test):
         return self.recs.get((target, test), [])
 
+    def targets(self):
+        """The four base targets, then the chunk-engine FUSE targets that ran."""
+        ran = {t for (t, _) in self.recs}
+        return TARGETS + [t for t in ENGINE_TARGETS if t in ran]
+
     def value(self, target, test, unit):
         """(figure, marks); the figure is None when not run, 'failed' when no run succeeded."""
         rs = self.runs(target, test)
@@ -162,34 +172,36 @@ def pct(r):
 
 
 def table(fig):
-    head = ["test", "unit"] + [NAMES[t] for t in TARGETS] + ["FUSE/local", "native/local"]
+    shown = fig.targets()
+    weft = [t for t in shown if t not in ("local", "tmpfs")]
+    head = ["test", "unit"] + [NAMES[t] for t in shown] + [f"{SHORT[t]}/local" for t in weft]
     lines = []
 
     def row(label, unit, vals, marks):
         cells = [fmt(v) + m for v, m in zip(vals, marks)]
+        by = dict(zip(shown, vals))
         lines.append(
-            [label, unit]
-            + cells
-            + [pct(ratio(vals[2], vals[0])), pct(ratio(vals[3], vals[0]))]
+            [label, unit] + cells + [pct(ratio(by[t], by["local"])) for t in weft]
         )
 
+
     for test, label, unit in ROWS:
-        got = [fig.value(t, test, unit) for t in TARGETS]
+        got = [fig.value(t, test, unit) for t in shown]
         row(label, unit, [g[0] for g in got], [g[1] for g in got])
     sizes = sorted(
-        {k for t in TARGETS for k in fig.sweep(t).keys()},
+        {k for t in shown for k in fig.sweep(t).keys()},
         key=lambda k: (k[0], k[1]),
     )
     for size, threads in sizes:
         unit = "MiB/s" if size >= 1 << 20 else "files/s"
         for phase in ("write", "read"):
-            vals = [fig.sweep_value(t, size, threads, phase) for t in TARGETS]
+            vals = [fig.sweep_value(t, size, threads, phase) for t in shown]
             extra = " + fsync" if phase == "write" else ", cold"
             row(
                 f"sweep {size_label(size)} files, {threads} thr, {phase}{extra}",
                 unit,
                 vals,
-                [""] * 4,
+                [""] * len(shown),
             )
     return head, lines
 
@@ -267,6 +279,36 @@ def targets(fig, hwm_kib):
                 goal,
                 lambda a, b: a >= b,
                 lambda x: f"{fmt(x)}/s" if isinstance(x, (int, float)) else "—",
+            )
+    # The chunk engine's targets, on each kind of engine NSD that ran.
+    for t in [t for t in ENGINE_TARGETS if t in fig.targets()]:
+        for size in (1 << 10, 10 << 10, 100 << 10, 1 << 20):
+            for phase in ("write", "read"):
+                for threads in (1, 4):
+                    got = fig.sweep_value(t, size, threads, phase)
+                    base = fig.sweep_value("local", size, threads, phase)
+                    check(
+                        f"{NAMES[t]} sweep {size_label(size)} files, {threads} thr, {phase}: ≥ 60 % of local",
+                        ratio(got, base),
+                        0.60,
+                        lambda a, b: a >= b,
+                        lambda x: pct(x) if isinstance(x, (int, float)) else "—",
+                    )
+        for test in ("rand-read", "rand-write"):
+            check(
+                f"{NAMES[t]} 4K {test}, direct, 4 threads: ≥ 60 % of local IOPS",
+                ratio(v(t, test, "IOPS"), v("local", test, "IOPS")),
+                0.60,
+                lambda a, b: a >= b,
+                lambda x: pct(x) if isinstance(x, (int, float)) else "—",
+            )
+        for test in ("seq1-write", "seq1-read", "seq4-write", "seq4-read"):
+            check(
+                f"{NAMES[t]} {test}: not lower than on directory NSDs (within 5 %)",
+                ratio(v(t, test), v("fuse", test)),
+                0.95,
+                lambda a, b: a >= b,
+                lambda x: pct(x) if isinstance(x, (int, float)) else "—",
             )
     hwm = f"{int(hwm_kib) / 1024:.0f} MiB" if hwm_kib and hwm_kib.isdigit() else "not measured"
     out.append(
@@ -383,6 +425,21 @@ def main():
         "and the Weft native client (no FUSE) side by side on the same machine."
     )
     md.append("")
+    engine = [t for t in ENGINE_TARGETS if t in fig.targets()]
+    if engine:
+        md.append(
+            "The Weft FUSE mount also ran on a cluster of each other kind of NSD (`BENCH_NSD_TYPES`): "
+            + "; ".join(
+                {
+                    "fuse-file": "*file NSDs* (`weft up --nsd-type file`: four files under the chunk engine)",
+                    "fuse-dev": "*device NSDs* (`--nsd-type device=…`: four loop block devices over sparse "
+                    "images on the same disk, under the chunk engine)",
+                }[t]
+                for t in engine
+            )
+            + ". *Weft FUSE* is on directory NSDs. Each cluster runs alone: the others are stopped."
+        )
+        md.append("")
     if scale != "full":
         md.append(
             f"**Scale `{scale}`: every size of the matrix is divided by 16 (a quick check, not the "
@@ -438,7 +495,7 @@ def main():
     )
     md.append(
         "- Order: each test group (seq 1 stream, seq 4 threads, random, IOR file-per-process, "
-        "IOR shared, metadata, IO500 hard, sweep) runs on the four targets one after the other before the "
+        "IOR shared, metadata, IO500 hard, sweep) runs on every target one after the other before the "
         "next group starts, so the figures side by side were taken close together in time."
     )
     md.append(
@@ -475,7 +532,7 @@ def main():
     md.append("")
     md.append("## Raw results")
     md.append("")
-    for t in TARGETS:
+    for t in fig.targets():
         rs = [r for r in order if r["target"] == t]
         if not rs:
             continue

@@ -3,11 +3,20 @@
 //!
 //! The code is synchronous and thread-safe: the network layer calls
 //! [`NsdServer::handle`] from a blocking thread pool, many requests at once.
-//! It depends only on `weft-proto`.
+//! It depends on `weft-proto` and `weft-metrics`, and on redb for the
+//! chunk engine's index.
 //!
-//! # On-disk format
+//! # Kinds of NSD
 //!
-//! An NSD is a directory:
+//! An NSD is a directory (this header: [`Store`], one file per chunk) or a
+//! regular file or block device (the chunk engine, [`engine`]: chunks in
+//! 4 KiB units with an index inside the device, see its header and
+//! `docs/chunk-engine.md`). [`NsdKind::of`] tells which a path is;
+//! [`NsdServer::open`] opens each with its store.
+//!
+//! # On-disk format of a directory NSD
+//!
+//! A directory NSD is:
 //!
 //! ```text
 //! <nsd>/nsd.label                                  JSON NsdLabel (format version,
@@ -102,6 +111,7 @@ mod statvfs;
 mod store;
 mod update;
 mod usage;
+mod verify;
 
 pub use chunk::{ChunkFormatError, HEADER_LEN};
 pub use chunk_store::ChunkStore;
@@ -114,3 +124,4 @@ pub use recover::RecoveryReport;
 pub use server::{ChainState, NsdServer};
 pub use spec::NsdSpec;
 pub use store::Store;
+pub use verify::verify_chunks;

@@ -116,6 +116,20 @@ impl Store {
         })
     }
 
+    /// Opens the directory NSD at `path` as its label says (offline tools:
+    /// `weft nsd check`), with room for any block size.
+    pub fn open_offline(path: &Path) -> Result<Store, NsdError> {
+        let label = crate::read_label(path)?;
+        let spec = NsdSpec {
+            id: label.id,
+            name: label.name,
+            path: path.to_path_buf(),
+            size: u64::MAX / 2,
+            block_size: weft_proto::layout::MAX_BLOCK,
+        };
+        Store::open(spec, &label.cluster_id)
+    }
+
     pub fn id(&self) -> NsdId {
         self.spec.id
     }

@@ -198,7 +198,9 @@ impl NsdType {
     pub fn describes(&self, nsds: &[weft_proto::config::NsdInfo]) -> bool {
         use weft_nsd::NsdKind;
         match self {
-            NsdType::Dir => nsds.iter().all(|n| NsdKind::of(Path::new(&n.device)) == NsdKind::Dir),
+            NsdType::Dir => nsds
+                .iter()
+                .all(|n| NsdKind::of(Path::new(&n.device)) == NsdKind::Dir),
             NsdType::File => nsds
                 .iter()
                 .all(|n| NsdKind::of(Path::new(&n.device)) == NsdKind::File),

@@ -71,6 +71,11 @@ enum Command {
 enum NsdCommand {
     /// Create NSDs from a GPFS stanza file (`%nsd: nsd= device= servers= usage= failureGroup= pool=`).
     Create(cluster::admin::NsdCreateArgs),
+    /// Check NSDs offline: every chunk against its checksums, and the
+    /// allocator of chunk-engine NSDs (--repair frees leaks), like mmfsck.
+    Check(cmd::nsd_check::CheckArgs),
+    /// Where each chunk of a chunk-engine NSD lies on its device (JSON lines).
+    Chunks(cmd::nsd_check::ChunksArgs),
 }
 
 #[derive(Subcommand)]
@@ -137,9 +142,11 @@ fn main() -> ExitCode {
         Command::Fs {
             cmd: FsCommand::Create(a),
         } => cluster::admin::fs_create(a),
-        Command::Nsd {
-            cmd: NsdCommand::Create(a),
-        } => cluster::admin::nsd_create(a),
+        Command::Nsd { cmd } => match cmd {
+            NsdCommand::Create(a) => cluster::admin::nsd_create(a),
+            NsdCommand::Check(a) => cmd::nsd_check::check(a),
+            NsdCommand::Chunks(a) => cmd::nsd_check::chunks(a),
+        },
         Command::Mount(a) => cluster::admin::mount(a),
         Command::Umount(a) => cluster::admin::umount(a),
         Command::Df(a) => cmd::df::run(a),

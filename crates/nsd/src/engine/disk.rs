@@ -69,7 +69,7 @@ impl FileDisk {
         }
         let mut file = opts.open(path)?;
         if kind != Some(DiskKind::BlockDevice) {
-            lock(&file, path)?;
+            lock(&file)?;
         }
         let len = file.seek(SeekFrom::End(0))?;
         Ok(FileDisk {
@@ -87,7 +87,7 @@ impl FileDisk {
             .write(true)
             .create_new(true)
             .open(path)?;
-        lock(&file, path)?;
+        lock(&file)?;
         file.set_len(len)?;
         Ok(FileDisk {
             file,
@@ -98,7 +98,7 @@ impl FileDisk {
 }
 
 /// Takes the file's exclusive lock: one process serves an NSD at a time.
-fn lock(file: &File, path: &Path) -> io::Result<()> {
+fn lock(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor this function borrows; no memory is
     // passed.
@@ -110,10 +110,7 @@ fn lock(file: &File, path: &Path) -> io::Result<()> {
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
         return Err(io::Error::new(
             io::ErrorKind::ResourceBusy,
-            format!(
-                "{} is in use by another process (a running weft node?): stop it first",
-                path.display()
-            ),
+            "in use by another process (a running weft node?): stop it first",
         ));
     }
     Err(e)

@@ -49,7 +49,59 @@ pub(crate) fn version(c: &ChunkId, rec: &Record) -> ChunkVersion {
     }
 }
 
+/// Where one chunk's bytes lie on the device (for repair tools and tests).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ChunkPlace {
+    pub fs: u32,
+    pub ino: u64,
+    pub gen: u64,
+    pub block: u64,
+    pub len: u32,
+    pub version: u64,
+    /// (first page, pages, device offset) of each run of pages stored
+    /// together; pages below the length in no run are holes.
+    pub extents: Vec<(u32, u32, u64)>,
+}
+
 impl Engine {
+    /// Where the chunks of inode `ino` (every inode: `None`) lie.
+    pub fn chunk_places(&self, ino: Option<Ino>) -> Result<Vec<ChunkPlace>, RequestError> {
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| self.index_err("read", e))?;
+        let t = r
+            .open_table(CHUNKS)
+            .map_err(|e| self.index_err("read", e))?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| self.index_err("read", e))? {
+            let (k, v) = item.map_err(|e| self.index_err("read", e))?;
+            let Some(c) = record::chunk_of(k.value()) else {
+                continue;
+            };
+            if ino.is_some_and(|i| i != c.ino) {
+                continue;
+            }
+            let Ok(rec) = Record::decode(v.value()) else {
+                continue;
+            };
+            out.push(ChunkPlace {
+                fs: c.fs,
+                ino: c.ino,
+                gen: c.gen,
+                block: c.block,
+                len: rec.len,
+                version: rec.version,
+                extents: rec
+                    .runs
+                    .iter()
+                    .map(|r| (r.page, r.count, self.sb.data_offset + r.unit * UNIT))
+                    .collect(),
+            });
+        }
+        Ok(out)
+    }
+
     /// (block, length) of every chunk of the file, in block order.
     pub fn list_chunks(
         &self,

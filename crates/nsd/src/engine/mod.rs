@@ -68,6 +68,7 @@ use crate::usage::Usage;
 use crate::{ChunkStore, WriteMode};
 
 pub use check::CheckReport;
+pub use listing::ChunkPlace;
 
 use alloc::{Allocator, Run};
 use disk::{Disk, DiskKind, FileDisk};
@@ -105,6 +106,23 @@ pub(crate) struct Change {
     /// Units no longer used.
     pub freed: Vec<Run>,
     pub chunks: i64,
+}
+
+/// What an existing file or block device holds that a format would
+/// destroy (a file system, a partition table, a Weft label), if anything.
+pub fn probe_path(path: &std::path::Path) -> Result<Option<String>, NsdError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(|e| NsdError::io(path, "open", e))?;
+    let len = {
+        use std::io::Seek;
+        let mut f = &file;
+        f.seek(std::io::SeekFrom::End(0))
+            .map_err(|e| NsdError::io(path, "find the size of", e))?
+    };
+    let mut head = vec![0u8; PROBE_LEN.min(len as usize)];
+    file.read_exact_at(&mut head, 0)
+        .map_err(|e| NsdError::io(path, "read the start of", e))?;
+    Ok(probe(&head))
 }
 
 /// Formats `spec.path` as an engine NSD: an existing file or block device,
@@ -186,6 +204,20 @@ impl Engine {
     pub fn open(spec: NsdSpec, cluster_id: &str) -> Result<Engine, NsdError> {
         let disk = FileDisk::open(&spec.path).map_err(|e| NsdError::io(&spec.path, "open", e))?;
         Engine::open_on(Arc::new(disk), spec, cluster_id)
+    }
+
+    /// Opens the engine NSD at `path` as whatever its superblock says it is
+    /// (offline tools: `weft nsd check`); refused while a node serves it.
+    pub fn open_offline(path: &std::path::Path) -> Result<Engine, NsdError> {
+        let sb = read_superblock(path)?;
+        let spec = NsdSpec {
+            id: sb.nsd_id,
+            name: sb.name.clone(),
+            path: path.to_path_buf(),
+            size: sb.units * UNIT,
+            block_size: weft_proto::layout::MAX_BLOCK,
+        };
+        Engine::open(spec, &sb.cluster_id)
     }
 
     /// Opens an engine NSD on any [`Disk`] (tests put a faulty one here).

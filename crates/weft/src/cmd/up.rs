@@ -186,7 +186,9 @@ fn check_mount_point(path: &Path, explicit: bool) -> Result<()> {
     Ok(())
 }
 
-/// Creates a new cluster in an empty data directory.
+/// Creates a new cluster in an empty data directory. A failure leaves
+/// the directory empty again (and no device formatted), so the same
+/// command can be retried.
 fn create(dir: &DataDir, new: &NewCluster, force: bool) -> Result<ClusterConfig> {
     std::fs::create_dir_all(&dir.root).with_context(|| {
         format!(
@@ -207,27 +209,64 @@ fn create(dir: &DataDir, new: &NewCluster, force: bool) -> Result<ClusterConfig>
         .map(|_| format!("{:02x}", rand::random::<u8>()))
         .collect();
     let config = plan_cluster(dir, new, &cluster_id, avail)?;
-    std::fs::create_dir_all(dir.root.join("meta")).context("cannot create the meta directory")?;
-    Secret::generate()
-        .save(&dir.secret())
-        .context("cannot write the cluster secret")?;
-    for nsd in &config.nsds {
-        let spec = nsd_spec(&config, nsd);
-        if force {
-            weft_nsd::format_nsd_forced(&spec, &cluster_id)?;
-        } else {
-            weft_nsd::format_nsd(&spec, &cluster_id).map_err(|e| match e {
-                weft_nsd::NsdError::InUse { .. } => {
-                    anyhow::anyhow!("{e}").context("--nsd-type device=: add --force to overwrite it")
-                }
-                e => e.into(),
-            })?;
+    // Devices are checked before anything is written anywhere.
+    if !force {
+        for nsd in &config.nsds {
+            let path = Path::new(&nsd.device);
+            if weft_nsd::NsdKind::of(path) == weft_nsd::NsdKind::Dir || !path.exists() {
+                continue;
+            }
+            if let Some(found) = weft_nsd::engine::probe_path(path)? {
+                bail!(
+                    "{} holds {found}: formatting it as NSD {} would destroy that; give another device, or add --force to overwrite it",
+                    path.display(),
+                    nsd.name
+                );
+            }
         }
     }
-    // The configuration is written last: a directory without it is not a
-    // cluster yet, and a failed creation can be retried after emptying it.
-    FileStore::create(&dir.config(), config.clone())?;
+    let made = (|| -> Result<()> {
+        std::fs::create_dir_all(dir.root.join("meta"))
+            .context("cannot create the meta directory")?;
+        Secret::generate()
+            .save(&dir.secret())
+            .context("cannot write the cluster secret")?;
+        for nsd in &config.nsds {
+            let spec = nsd_spec(&config, nsd);
+            if force {
+                weft_nsd::format_nsd_forced(&spec, &cluster_id)?;
+            } else {
+                weft_nsd::format_nsd(&spec, &cluster_id)?;
+            }
+        }
+        // The configuration is written last: a directory without it is not
+        // a cluster yet.
+        FileStore::create(&dir.config(), config.clone())?;
+        Ok(())
+    })();
+    if let Err(e) = made {
+        empty_dir(&dir.root);
+        return Err(e);
+    }
     Ok(config)
+}
+
+/// Removes everything in `root` (a data directory whose creation failed).
+fn empty_dir(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let gone = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        if let Err(err) = gone {
+            tracing::warn!(path = %p.display(), error = %err, "cannot remove after a failed creation");
+        }
+    }
 }
 
 fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> Result<()> {

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+mod nsd_type;
+
 /// The binary under test.
 pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 /// How long `weft up` may take to print its ready line and mount.
@@ -147,6 +149,9 @@ pub struct WeftUp {
     stdout_log: PathBuf,
     stderr_log: PathBuf,
     started_at: Instant,
+    /// Loop devices under the NSDs (`WEFT_TEST_NSD_TYPE=loop`); detached
+    /// when this drops, after the daemon is killed.
+    _loops: Option<nsd_type::LoopDevs>,
 }
 
 impl WeftUp {
@@ -167,12 +172,29 @@ impl WeftUp {
         let data = data.to_path_buf();
         let mnt = root.join("mnt");
         std::fs::create_dir_all(&mnt).expect("create mount point");
+        let mut extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        // A new one-process cluster takes the NSD type the suite runs with.
+        let (type_args, loops) = if data.join("cluster.json").exists()
+            || extra.iter().any(|a| a == "--nodes" || a == "--nsd-type")
+        {
+            (Vec::new(), None)
+        } else {
+            let disks = extra
+                .iter()
+                .position(|a| a == "--disks")
+                .and_then(|i| extra.get(i + 1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(4);
+            nsd_type::new_cluster_args(&root, disks)
+        };
+        extra.extend(type_args);
         let mut w = WeftUp {
+            _loops: loops,
             name: name.to_string(),
             root,
             data,
             mnt,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra,
             log: None,
             child: None,
             starts: 0,
@@ -514,25 +536,109 @@ pub fn ino_of(path: &Path) -> u64 {
         .ino()
 }
 
-/// One chunk file of an inode on an NSD.
+/// One chunk of an inode on an NSD: a chunk file of a directory NSD, or
+/// the extents of a chunk on a chunk-engine NSD's device.
 #[derive(Debug, Clone)]
 pub struct ChunkFile {
     pub nsd: String,
     pub block: u64,
+    /// The chunk file, or the engine NSD's device.
     pub path: PathBuf,
+    /// On an engine NSD: (first page, pages, device offset) of each run.
+    pub extents: Option<Vec<(u64, u64, u64)>>,
+}
+
+impl ChunkFile {
+    /// Where byte `at` of the chunk's data lies in `path`.
+    pub fn data_offset(&self, at: u64) -> u64 {
+        match &self.extents {
+            None => 4096 + at,
+            Some(runs) => {
+                let page = at / 4096;
+                let (first, _, off) = runs
+                    .iter()
+                    .find(|(first, n, _)| (*first..first + n).contains(&page))
+                    .unwrap_or_else(|| panic!("byte {at} of {self:?} is in a hole"));
+                off + (page - first) * 4096 + at % 4096
+            }
+        }
+    }
+}
+
+/// The chunks of inode `ino` on an engine NSD (`weft nsd chunks`; its
+/// daemon must be stopped).
+fn engine_chunks(nsd: &str, device: &Path, ino: u64) -> Vec<ChunkFile> {
+    let out = Command::new(WEFT)
+        .args(["nsd", "chunks"])
+        .arg(device)
+        .args(["--ino", &ino.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("run weft nsd chunks: {e}"));
+    assert!(
+        out.status.success(),
+        "weft nsd chunks {}: {}",
+        device.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("chunk JSON");
+            ChunkFile {
+                nsd: nsd.to_string(),
+                block: v["block"].as_u64().expect("block"),
+                path: device.to_path_buf(),
+                extents: Some(
+                    v["extents"]
+                        .as_array()
+                        .expect("extents")
+                        .iter()
+                        .map(|e| {
+                            let n = |i: usize| e[i].as_u64().expect("extent field");
+                            (n(0), n(1), n(2))
+                        })
+                        .collect(),
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Every chunk file of inode `ino` of file system 1 on every NSD of the data
 /// directory: `DATA/nsd/nsdK/chunks/1/<ino%256 as xx>/<ino as 16 hex>.<gen>/<block>`.
 /// Temporary files (`.tmp.*`) are not chunks and are left out.
+///
+/// On chunk-engine NSDs (files or block devices named in the cluster's
+/// configuration) the chunks come from `weft nsd chunks`, so the daemon
+/// must be stopped.
 pub fn chunk_files(data: &Path, ino: u64) -> Vec<ChunkFile> {
     let nsd_root = data.join("nsd");
     let mut out = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(data.join("cluster.json")) {
+        let cfg: serde_json::Value = serde_json::from_str(&text).expect("cluster.json");
+        for n in cfg["config"]["nsds"].as_array().into_iter().flatten() {
+            let device = PathBuf::from(n["device"].as_str().unwrap_or_default());
+            if device.is_file() || device.starts_with("/dev") {
+                let name = n["name"].as_str().unwrap_or_default();
+                out.extend(engine_chunks(name, &device, ino));
+            }
+        }
+    }
     let prefix = format!("{ino:016x}.");
-    let nsds =
-        std::fs::read_dir(&nsd_root).unwrap_or_else(|e| panic!("read {}: {e}", nsd_root.display()));
+    let nsds = match std::fs::read_dir(&nsd_root) {
+        Ok(n) => n,
+        // NSDs on block devices only: no NSD directory.
+        Err(_) if !out.is_empty() => {
+            out.sort_by_key(|c| c.block);
+            return out;
+        }
+        Err(e) => panic!("read {}: {e}", nsd_root.display()),
+    };
     for nsd in nsds {
         let nsd = nsd.expect("nsd entry");
+        if !nsd.path().is_dir() {
+            continue;
+        }
         let nsd_name = nsd.file_name().to_string_lossy().into_owned();
         let hash_dir = nsd
             .path()
@@ -560,6 +666,7 @@ pub fn chunk_files(data: &Path, ino: u64) -> Vec<ChunkFile> {
                         nsd: nsd_name.clone(),
                         block,
                         path: c.path(),
+                        extents: None,
                     });
                 }
             }
