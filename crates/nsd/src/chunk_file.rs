@@ -121,7 +121,7 @@ pub const DIRECT_ALIGN: usize = 4096;
 
 /// A zeroed buffer of at least `len` bytes whose start is aligned for
 /// direct I/O, and where in `raw` that start is.
-fn aligned(len: usize) -> (Vec<u8>, usize) {
+pub(crate) fn aligned(len: usize) -> (Vec<u8>, usize) {
     let span = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
     let raw = vec![0u8; span + DIRECT_ALIGN];
     let skew = raw.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);

@@ -84,7 +84,7 @@ impl Engine {
             for p in 0..rec.pages() {
                 report.pages_checked += 1;
                 if let Err(RequestError::Checksum { .. }) =
-                    self.read_pages(&c, &rec, p, p, &mut page)
+                    self.read_pages(&c, &rec, p, p, &mut page, true)
                 {
                     report.bad_pages.push((c, p));
                 }

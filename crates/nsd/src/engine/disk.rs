@@ -15,6 +15,11 @@ pub trait Disk: Send + Sync + fmt::Debug + 'static {
     /// Fills `buf` from `offset`; bytes past the end are an error.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Fills `buf` (a multiple of 4 KiB, at a 4 KiB `offset`) past the page
+    /// cache; `false`, having read nothing, where the disk cannot.
+    fn read_direct_at(&self, _buf: &mut [u8], _offset: u64) -> io::Result<bool> {
+        Ok(false)
+    }
     /// Makes every write so far durable.
     fn sync(&self) -> io::Result<()>;
     /// Bytes on the device.
@@ -53,6 +58,8 @@ impl DiskKind {
 #[derive(Debug)]
 pub struct FileDisk {
     file: File,
+    /// The same file opened with O_DIRECT, where the file system allows it.
+    direct: Option<File>,
     path: PathBuf,
     len: u64,
 }
@@ -74,6 +81,7 @@ impl FileDisk {
         let len = file.seek(SeekFrom::End(0))?;
         Ok(FileDisk {
             file,
+            direct: open_direct(path),
             path: path.to_path_buf(),
             len,
         })
@@ -91,10 +99,21 @@ impl FileDisk {
         file.set_len(len)?;
         Ok(FileDisk {
             file,
+            direct: open_direct(path),
             path: path.to_path_buf(),
             len,
         })
     }
+}
+
+/// The file opened for reads past the page cache; `None` where the file
+/// system does not do direct I/O (tmpfs).
+fn open_direct(path: &Path) -> Option<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .ok()
 }
 
 /// Takes the file's exclusive lock: one process serves an NSD at a time.
@@ -133,6 +152,18 @@ impl Disk for FileDisk {
             ));
         }
         self.file.write_all_at(buf, offset)
+    }
+    fn read_direct_at(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
+        let Some(direct) = &self.direct else {
+            return Ok(false);
+        };
+        let (mut raw, skew) = crate::chunk_file::aligned(buf.len());
+        let Some(dst) = raw.get_mut(skew..skew + buf.len()) else {
+            return Ok(false);
+        };
+        direct.read_exact_at(dst, offset)?;
+        buf.copy_from_slice(dst);
+        Ok(true)
     }
     fn sync(&self) -> io::Result<()> {
         self.file.sync_data()

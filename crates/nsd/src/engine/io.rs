@@ -152,7 +152,7 @@ impl Engine {
             };
             let covers_old = intersects && lo == 0 && hi >= old_valid;
             if old_valid > 0 && !covers_old {
-                self.read_pages(c, &base, p, p, img)?;
+                self.read_pages(c, &base, p, p, img, false)?;
                 img[old_valid as usize..].fill(0);
             }
             if intersects {
@@ -263,7 +263,8 @@ impl Engine {
     }
 
     /// Pages `first..=last` of the chunk into `out`, each checked against
-    /// its CRC32C (holes read as zeros).
+    /// its CRC32C (holes read as zeros); `direct`: past the page cache where
+    /// the device allows it.
     pub(crate) fn read_pages(
         &self,
         c: &ChunkId,
@@ -271,6 +272,7 @@ impl Engine {
         first: u32,
         last: u32,
         out: &mut [u8],
+        direct: bool,
     ) -> Result<(), RequestError> {
         let mut p = first;
         while p <= last {
@@ -284,9 +286,17 @@ impl Engine {
             while p + n <= last && rec.unit_of(p + n) == Some(u + u64::from(n)) {
                 n += 1;
             }
-            self.disk
-                .read_at(&mut out[at..at + (n * P) as usize], self.unit_offset(u))
-                .map_err(|e| self.disk_err("read", e))?;
+            let dst = &mut out[at..at + (n * P) as usize];
+            let done = direct
+                && self
+                    .disk
+                    .read_direct_at(dst, self.unit_offset(u))
+                    .map_err(|e| self.disk_err("read", e))?;
+            if !done {
+                self.disk
+                    .read_at(dst, self.unit_offset(u))
+                    .map_err(|e| self.disk_err("read", e))?;
+            }
             p += n;
         }
         for p in first..=last {
@@ -310,8 +320,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Bytes `offset..min(offset + len, chunk length)`, verified.
-    pub fn read(&self, c: &ChunkId, offset: u32, len: u32) -> Result<ChunkRead, RequestError> {
+    /// Bytes `offset..min(offset + len, chunk length)`, verified; `direct`:
+    /// from the device past the page cache where it allows it.
+    pub fn read(
+        &self,
+        c: &ChunkId,
+        offset: u32,
+        len: u32,
+        direct: bool,
+    ) -> Result<ChunkRead, RequestError> {
         self.check_range(u64::from(offset), 0)?;
         let _guard = self.locks.lock(c);
         let Some(rec) = self.record(c)? else {
@@ -332,7 +349,7 @@ impl Engine {
         let first = offset / P;
         let last = (end - 1) / P;
         let mut buf = vec![0u8; ((last - first + 1) * P) as usize];
-        self.read_pages(c, &rec, first, last, &mut buf)?;
+        self.read_pages(c, &rec, first, last, &mut buf, direct)?;
         let base = first * P;
         let data = Bytes::from(buf).slice((offset - base) as usize..(end - base) as usize);
         Ok(ChunkRead {

@@ -91,6 +91,12 @@ pub struct Engine {
     locks: LockTable,
     /// Number of the last index commit.
     seq: AtomicU64,
+    /// Number of the last commit known durable (a durable commit makes
+    /// every commit before it durable too).
+    durable_seq: AtomicU64,
+    /// One barrier's durable commit at a time; the ones queued behind it
+    /// find themselves covered (group commit).
+    sync_gate: Mutex<()>,
     chunks: AtomicU64,
     /// Only for [`Engine::alloc_delta`]: its totals are not kept.
     usage: Usage,
@@ -300,6 +306,8 @@ impl Engine {
             alloc: Mutex::new(alloc),
             locks: LockTable::new(),
             seq: AtomicU64::new(0),
+            durable_seq: AtomicU64::new(0),
+            sync_gate: Mutex::new(()),
             chunks: AtomicU64::new(chunks),
             usage,
             failing: AtomicBool::new(false),
@@ -457,7 +465,7 @@ impl Engine {
                     .map_err(|e| self.index_err("update", e))?;
                 self.chunks.store(next, Ordering::Relaxed);
             }
-            let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
             if durable {
                 self.disk.sync().map_err(|e| self.disk_err("sync", e))?;
                 txn.set_durability(Durability::Immediate)
@@ -475,6 +483,7 @@ impl Engine {
                 a.free_later(seq, &freed);
                 if durable {
                     a.durable(seq);
+                    self.durable_seq.fetch_max(seq, Ordering::AcqRel);
                 }
                 self.failing.store(false, Ordering::Relaxed);
                 Ok(())
@@ -486,8 +495,18 @@ impl Engine {
         }
     }
 
-    /// Makes everything acknowledged so far durable.
+    /// Makes everything acknowledged so far durable: nothing to do when no
+    /// commit came since the last durable one; otherwise one durable commit,
+    /// which also covers the barriers that queued behind it meanwhile.
     pub fn barrier(&self) -> Result<(), RequestError> {
+        let want = self.seq.load(Ordering::Acquire);
+        if self.durable_seq.load(Ordering::Acquire) >= want {
+            return Ok(());
+        }
+        let _one_at_a_time = self.sync_gate.lock().unwrap_or_else(|e| e.into_inner());
+        if self.durable_seq.load(Ordering::Acquire) >= want {
+            return Ok(());
+        }
         self.commit(true, |_| Ok(Change::default()))
     }
 
@@ -531,9 +550,9 @@ impl ChunkStore for Engine {
         c: &ChunkId,
         offset: u32,
         len: u32,
-        _direct: bool,
+        direct: bool,
     ) -> Result<ChunkRead, RequestError> {
-        Engine::read(self, c, offset, len)
+        Engine::read(self, c, offset, len, direct)
     }
     fn truncate(&self, c: &ChunkId, len: u32) -> Result<i64, RequestError> {
         Engine::truncate(self, c, len)

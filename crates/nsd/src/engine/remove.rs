@@ -34,7 +34,7 @@ impl Engine {
         if tail != 0 {
             let p = keep - 1;
             let mut page = vec![0u8; UNIT as usize];
-            self.read_pages(c, &rec, p, p, &mut page)?;
+            self.read_pages(c, &rec, p, p, &mut page, false)?;
             new.crcs[p as usize] = crc32c::crc32c(&page[..tail as usize]);
         }
         new.version = new.version.wrapping_add(1);
