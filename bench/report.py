@@ -433,7 +433,7 @@ def main():
                 {
                     "fuse-file": "*file NSDs* (`weft up --nsd-type file`: four files under the chunk engine)",
                     "fuse-dev": "*device NSDs* (`--nsd-type device=…`: four loop block devices over sparse "
-                    "images on the same disk, under the chunk engine)",
+                    "images on the same disk, `losetup --direct-io=on`, under the chunk engine)",
                 }[t]
                 for t in engine
             )

@@ -256,6 +256,21 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     .unwrap();
     let e = c.weft_err(&q2, &["nsd", "create", "-F", missing.to_str().unwrap()]);
     assert!(e.contains("does not exist"), "{e}");
+    // A file holding a file system is refused by its server, named; nothing
+    // is written to it.
+    let xfs = c.root.path().join("xfs.img");
+    let mut head = vec![0u8; 1 << 20];
+    head[..4].copy_from_slice(b"XFSB");
+    std::fs::write(&xfs, &head).unwrap();
+    let used = c.root.path().join("used.stanza");
+    std::fs::write(
+        &used,
+        format!("%nsd: nsd=u1 device={} servers=s1\n", xfs.display()),
+    )
+    .unwrap();
+    let e = c.weft_err(&q2, &["nsd", "create", "-F", used.to_str().unwrap()]);
+    assert!(e.contains("XFS") && e.contains("--force"), "{e}");
+    assert_eq!(std::fs::read(&xfs).unwrap(), head);
     let stanza = c.root.path().join("nsd.stanza");
     std::fs::write(
         &stanza,

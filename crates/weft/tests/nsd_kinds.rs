@@ -155,3 +155,76 @@ fn nsd_check_finds_a_damaged_page_and_refuses_a_served_nsd() {
     drop(f);
     w.stop();
 }
+
+/// Writes `data` to `path` and fsyncs it; the errno of the first failure.
+fn write_synced(path: &Path, data: &[u8]) -> Result<(), i32> {
+    use std::io::Write;
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(-1);
+    let mut f = std::fs::File::create(path).map_err(errno)?;
+    f.write_all(data).map_err(errno)?;
+    f.sync_all().map_err(errno)
+}
+
+#[test]
+fn a_full_engine_nsd_is_enospc_and_takes_writes_again_after_deletes() {
+    let td = test_dir("nsd-full");
+    let root = td.path();
+    // 48 MiB: 32 MiB of index area, 16 MiB of data units.
+    let dev = root.join("small.img");
+    std::fs::File::create(&dev)
+        .and_then(|f| f.set_len(48 << 20))
+        .unwrap();
+    let arg = format!("device={}", dev.display());
+    let mut w = WeftUp::start("nsd-full", root, &["--nsd-type", &arg, "-B", "256K"]);
+    let block = pattern(3, 1 << 20);
+    let mut written = Vec::new();
+    let errno = loop {
+        let name = format!("f{}", written.len());
+        match write_synced(&w.m(&name), &block) {
+            Ok(()) => written.push(name),
+            Err(e) => break e,
+        }
+        assert!(written.len() < 64, "16 MiB of units took 64 MiB");
+    };
+    assert_eq!(errno, libc::ENOSPC, "a full NSD fails with ENOSPC");
+    assert!(written.len() >= 10, "only {} MiB fit", written.len());
+    for name in &written {
+        assert!(std::fs::read(w.m(name)).unwrap() == block, "{name} changed");
+    }
+    for name in &written[..4] {
+        std::fs::remove_file(w.m(name)).unwrap();
+    }
+    // Freed space comes back once the deletes are durable.
+    let mut again = Err(0);
+    for _ in 0..50 {
+        again = write_synced(&w.m("again"), &block);
+        if again.is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(again, Ok(()), "no room after deleting 4 MiB");
+    let df = |w: &WeftUp| text(&w.admin(&["df", "fs0"]));
+    let before = df(&w);
+    w.stop();
+    w.restart();
+    assert!(std::fs::read(w.m("again")).unwrap() == block);
+    for name in &written[4..] {
+        assert!(
+            std::fs::read(w.m(name)).unwrap() == block,
+            "{name} after restart"
+        );
+    }
+    let nsd_row = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("nsd1"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no nsd1 row in {t}"))
+    };
+    assert_eq!(
+        nsd_row(&df(&w)),
+        nsd_row(&before),
+        "usage changed over a restart"
+    );
+    w.stop();
+}

@@ -1,13 +1,13 @@
 //! `weft nsd check`: every chunk's pages against their checksums, and the
 //! allocator's bitmap against the units the index's records use.
 
-use redb::{ReadableDatabase, ReadableTable};
+use std::ops::Bound;
+
 use serde::Serialize;
 use weft_proto::types::ChunkId;
 
 use super::alloc::Run;
-use super::record::{self, Record};
-use super::{Change, Engine, CHUNKS};
+use super::{Change, Engine};
 use crate::error::RequestError;
 
 /// What a check found.
@@ -51,24 +51,14 @@ impl Engine {
         let mut report = CheckReport::default();
         let units = self.allocator().units();
         let mut seen = vec![false; units as usize];
-        let records: Vec<(Vec<u8>, Vec<u8>)> = {
-            let r = self
-                .db
-                .begin_read()
-                .map_err(|e| self.index_err("read", e))?;
-            let t = r
-                .open_table(CHUNKS)
-                .map_err(|e| self.index_err("read", e))?;
-            let mut out = Vec::new();
-            for item in t.iter().map_err(|e| self.index_err("read", e))? {
-                let (k, v) = item.map_err(|e| self.index_err("read", e))?;
-                out.push((k.value().to_vec(), v.value().to_vec()));
-            }
-            out
-        };
-        for (k, v) in &records {
+        let mut entries = Vec::new();
+        self.walk((Bound::Unbounded, Bound::Unbounded), |e| {
+            entries.push(e);
+            true
+        })?;
+        for entry in entries {
             report.chunks += 1;
-            let (Some(c), Ok(rec)) = (record::chunk_of(k), Record::decode(v)) else {
+            let (Some(c), Ok(rec)) = entry else {
                 report.bad_records += 1;
                 continue;
             };

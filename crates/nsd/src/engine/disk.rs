@@ -157,6 +157,11 @@ impl Disk for FileDisk {
         let Some(direct) = &self.direct else {
             return Ok(false);
         };
+        let align = crate::chunk_file::DIRECT_ALIGN;
+        if buf.as_ptr().align_offset(align) == 0 && buf.len().is_multiple_of(align) {
+            direct.read_exact_at(buf, offset)?;
+            return Ok(true);
+        }
         let (mut raw, skew) = crate::chunk_file::aligned(buf.len());
         let Some(dst) = raw.get_mut(skew..skew + buf.len()) else {
             return Ok(false);

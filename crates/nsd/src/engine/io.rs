@@ -23,6 +23,14 @@ fn zero_page_crc() -> u32 {
     *CRC.get_or_init(|| crc32c::crc32c(&[0u8; UNIT as usize]))
 }
 
+/// Where the bytes of one page of a write come from.
+enum Src {
+    /// `data[from..from + 4 KiB]`: the write covers the page whole.
+    Data(usize),
+    /// A page image built for the write.
+    Image(Vec<u8>),
+}
+
 /// Versions a put gives the chunk instead of bumping them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SetVersions {
@@ -138,11 +146,13 @@ impl Engine {
         let mut map: BTreeMap<u32, u64> = base.page_map();
         let mut crcs = base.crcs.clone();
         crcs.resize(pages_of(new_len) as usize, zero_page_crc());
-        let mut buf = vec![0u8; ((last - start + 1) * P) as usize];
+        // Pages the write covers whole are written straight from `data`;
+        // the others (at most the two edges and the old last page) get an
+        // image: old bytes kept, zeros past the end, the new bytes.
+        let mut srcs: Vec<Src> = Vec::with_capacity((last - start + 1) as usize);
         let mut fresh: Vec<u32> = Vec::new();
         for p in start..=last {
             let ps = p * P;
-            let img = &mut buf[((p - start) * P) as usize..][..P as usize];
             let old_valid = old_len.saturating_sub(ps).min(P);
             let intersects = offset < ps + P && end > ps;
             let (lo, hi) = if intersects {
@@ -150,18 +160,26 @@ impl Engine {
             } else {
                 (0, 0)
             };
-            let covers_old = intersects && lo == 0 && hi >= old_valid;
-            if old_valid > 0 && !covers_old {
-                self.read_pages(c, &base, p, p, img, false)?;
-                img[old_valid as usize..].fill(0);
-            }
-            if intersects {
-                let from = (ps + lo - offset) as usize;
-                img[lo as usize..hi as usize]
-                    .copy_from_slice(&data[from..from + (hi - lo) as usize]);
-            }
             let valid = (new_len - ps).min(P) as usize;
-            crcs[p as usize] = crc32c::crc32c(&img[..valid]);
+            if intersects && lo == 0 && hi == P {
+                let from = (ps - offset) as usize;
+                crcs[p as usize] = crc32c::crc32c(&data[from..from + valid]);
+                srcs.push(Src::Data(from));
+            } else {
+                let mut img = vec![0u8; P as usize];
+                let covers_old = intersects && lo == 0 && hi >= old_valid;
+                if old_valid > 0 && !covers_old {
+                    self.read_pages(c, &base, p, p, &mut img, false)?;
+                    img[old_valid as usize..].fill(0);
+                }
+                if intersects {
+                    let from = (ps + lo - offset) as usize;
+                    img[lo as usize..hi as usize]
+                        .copy_from_slice(&data[from..from + (hi - lo) as usize]);
+                }
+                crcs[p as usize] = crc32c::crc32c(&img[..valid]);
+                srcs.push(Src::Image(img));
+            }
             let changes_old = intersects && lo < old_valid;
             match map.get(&p) {
                 Some(_) if !changes_old => {}
@@ -184,7 +202,7 @@ impl Engine {
                 map.insert(*p, u);
             }
         }
-        if let Err(e) = self.write_pages(&map, start, last, &buf) {
+        if let Err(e) = self.write_pages(&map, start, &srcs, data) {
             self.allocator().release(&taken);
             return Err(e);
         }
@@ -228,29 +246,45 @@ impl Engine {
         Ok(self.alloc_delta(old_len, Some(new_len)))
     }
 
-    /// Writes the page images of pages `start..=last` (in `buf`) to their
-    /// units in `map`, one device write per run of consecutive units.
+    /// Writes pages `start..` (their sources in `srcs`) to their units in
+    /// `map`: one device write per run of pages taken from `data` into
+    /// consecutive units, one per page image.
     fn write_pages(
         &self,
         map: &BTreeMap<u32, u64>,
         start: u32,
-        last: u32,
-        buf: &[u8],
+        srcs: &[Src],
+        data: &[u8],
     ) -> Result<(), RequestError> {
-        let mut p = start;
-        while p <= last {
-            let Some(&u) = map.get(&p) else {
-                return Err(self.internal_err(format!("page {p} has no unit")));
+        let unit = |i: usize| -> Result<u64, RequestError> {
+            let p = start + i as u32;
+            map.get(&p)
+                .copied()
+                .ok_or_else(|| self.internal_err(format!("page {p} has no unit")))
+        };
+        let mut i = 0;
+        while i < srcs.len() {
+            let u = unit(i)?;
+            let bytes = match &srcs[i] {
+                Src::Image(img) => {
+                    i += 1;
+                    &img[..]
+                }
+                Src::Data(from) => {
+                    let mut n = 1;
+                    while i + n < srcs.len()
+                        && matches!(srcs[i + n], Src::Data(_))
+                        && unit(i + n)? == u + n as u64
+                    {
+                        n += 1;
+                    }
+                    i += n;
+                    &data[*from..*from + n * P as usize]
+                }
             };
-            let mut n = 1;
-            while p + n <= last && map.get(&(p + n)) == Some(&(u + u64::from(n))) {
-                n += 1;
-            }
-            let at = ((p - start) * P) as usize;
             self.disk
-                .write_at(&buf[at..at + (n * P) as usize], self.unit_offset(u))
+                .write_at(bytes, self.unit_offset(u))
                 .map_err(|e| self.disk_err("write", e))?;
-            p += n;
         }
         Ok(())
     }
@@ -348,10 +382,16 @@ impl Engine {
         }
         let first = offset / P;
         let last = (end - 1) / P;
-        let mut buf = vec![0u8; ((last - first + 1) * P) as usize];
-        self.read_pages(c, &rec, first, last, &mut buf, direct)?;
+        // Aligned, so that a direct read lands in it without a copy.
+        let n = ((last - first + 1) * P) as usize;
+        let (mut raw, skew) = crate::chunk_file::aligned(n);
+        let Some(buf) = raw.get_mut(skew..skew + n) else {
+            return Err(self.internal_err(format!("no aligned buffer of {n} bytes")));
+        };
+        self.read_pages(c, &rec, first, last, buf, direct)?;
         let base = first * P;
-        let data = Bytes::from(buf).slice((offset - base) as usize..(end - base) as usize);
+        let data =
+            Bytes::from(raw).slice(skew + (offset - base) as usize..skew + (end - base) as usize);
         Ok(ChunkRead {
             chunk_len: rec.len,
             present: true,

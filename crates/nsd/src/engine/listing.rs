@@ -1,7 +1,9 @@
 //! Listing the engine's chunks: a file's chunks, and every chunk with its
 //! versions in key order (fs, inode, generation, block) for resyncs.
 
-use redb::{ReadableDatabase, ReadableTable};
+use std::ops::Bound;
+
+use redb::ReadableDatabase;
 use weft_proto::msg::ChunkVersion;
 use weft_proto::types::{ChunkId, FsId, Ino};
 
@@ -63,9 +65,18 @@ pub struct ChunkPlace {
     pub extents: Vec<(u32, u32, u64)>,
 }
 
+/// One entry of the chunks table as a walk finds it: the chunk (`None`:
+/// a key that names none) and its record or why it cannot be decoded.
+pub(crate) type Entry = (Option<ChunkId>, Result<Record, super::record::RecordError>);
+
 impl Engine {
-    /// Where the chunks of inode `ino` (every inode: `None`) lie.
-    pub fn chunk_places(&self, ino: Option<Ino>) -> Result<Vec<ChunkPlace>, RequestError> {
+    /// Visits the chunk records with keys in `range`, in key order, until
+    /// `visit` answers false.
+    pub(crate) fn walk(
+        &self,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        mut visit: impl FnMut(Entry) -> bool,
+    ) -> Result<(), RequestError> {
         let r = self
             .db
             .begin_read()
@@ -73,32 +84,41 @@ impl Engine {
         let t = r
             .open_table(CHUNKS)
             .map_err(|e| self.index_err("read", e))?;
-        let mut out = Vec::new();
-        for item in t.iter().map_err(|e| self.index_err("read", e))? {
+        for item in t
+            .range::<&[u8]>(range)
+            .map_err(|e| self.index_err("read", e))?
+        {
             let (k, v) = item.map_err(|e| self.index_err("read", e))?;
-            let Some(c) = record::chunk_of(k.value()) else {
-                continue;
-            };
-            if ino.is_some_and(|i| i != c.ino) {
-                continue;
+            if !visit((record::chunk_of(k.value()), Record::decode(v.value()))) {
+                break;
             }
-            let Ok(rec) = Record::decode(v.value()) else {
-                continue;
-            };
-            out.push(ChunkPlace {
-                fs: c.fs,
-                ino: c.ino,
-                gen: c.gen,
-                block: c.block,
-                len: rec.len,
-                version: rec.version,
-                extents: rec
-                    .runs
-                    .iter()
-                    .map(|r| (r.page, r.count, self.sb.data_offset + r.unit * UNIT))
-                    .collect(),
-            });
         }
+        Ok(())
+    }
+
+    /// Where the chunks of inode `ino` (every inode: `None`) lie.
+    pub fn chunk_places(&self, ino: Option<Ino>) -> Result<Vec<ChunkPlace>, RequestError> {
+        let mut out = Vec::new();
+        self.walk((Bound::Unbounded, Bound::Unbounded), |(c, rec)| {
+            if let (Some(c), Ok(rec)) = (c, rec) {
+                if ino.is_none_or(|i| i == c.ino) {
+                    out.push(ChunkPlace {
+                        fs: c.fs,
+                        ino: c.ino,
+                        gen: c.gen,
+                        block: c.block,
+                        len: rec.len,
+                        version: rec.version,
+                        extents: rec
+                            .runs
+                            .iter()
+                            .map(|r| (r.page, r.count, self.sb.data_offset + r.unit * UNIT))
+                            .collect(),
+                    });
+                }
+            }
+            true
+        })?;
         Ok(out)
     }
 
@@ -115,27 +135,17 @@ impl Engine {
             gen,
             block,
         };
-        let lo = record::key(&at(0));
-        let hi = record::key(&at(u64::MAX));
-        let r = self
-            .db
-            .begin_read()
-            .map_err(|e| self.index_err("read", e))?;
-        let t = r
-            .open_table(CHUNKS)
-            .map_err(|e| self.index_err("read", e))?;
+        let (lo, hi) = (record::key(&at(0)), record::key(&at(u64::MAX)));
         let mut out = Vec::new();
-        for item in t
-            .range(&lo[..]..=&hi[..])
-            .map_err(|e| self.index_err("read", e))?
-        {
-            let (k, v) = item.map_err(|e| self.index_err("read", e))?;
-            let Some(c) = record::chunk_of(k.value()) else {
-                continue;
-            };
-            let len = Record::decode(v.value()).map_or(0, |r| r.len);
-            out.push((c.block, len));
-        }
+        self.walk(
+            (Bound::Included(&lo[..]), Bound::Included(&hi[..])),
+            |(c, rec)| {
+                if let Some(c) = c {
+                    out.push((c.block, rec.map_or(0, |r| r.len)));
+                }
+                true
+            },
+        )?;
         Ok(out)
     }
 
@@ -145,43 +155,28 @@ impl Engine {
         after: Option<ChunkId>,
         limit: usize,
     ) -> Result<Vec<ChunkVersion>, RequestError> {
-        let r = self
-            .db
-            .begin_read()
-            .map_err(|e| self.index_err("read", e))?;
-        let t = r
-            .open_table(CHUNKS)
-            .map_err(|e| self.index_err("read", e))?;
         let from = after.map(|c| record::key(&c));
-        let iter = match &from {
-            Some(k) => t.range::<&[u8]>((
-                std::ops::Bound::Excluded(&k[..]),
-                std::ops::Bound::Unbounded,
-            )),
-            None => t.iter(),
-        }
-        .map_err(|e| self.index_err("read", e))?;
+        let lo = match &from {
+            Some(k) => Bound::Excluded(&k[..]),
+            None => Bound::Unbounded,
+        };
         let mut out = Vec::new();
-        for item in iter {
-            if out.len() >= limit {
-                break;
+        self.walk((lo, Bound::Unbounded), |(c, rec)| {
+            if let Some(c) = c {
+                out.push(match rec {
+                    Ok(rec) => version(&c, &rec),
+                    Err(_) => ChunkVersion {
+                        chunk: c,
+                        len: 0,
+                        version: ChunkVersion::UNREADABLE,
+                        chain_ver: 0,
+                        chain: crate::chunk::NO_CHAIN,
+                        digest: 0,
+                    },
+                });
             }
-            let (k, v) = item.map_err(|e| self.index_err("read", e))?;
-            let Some(c) = record::chunk_of(k.value()) else {
-                continue;
-            };
-            out.push(match Record::decode(v.value()) {
-                Ok(rec) => version(&c, &rec),
-                Err(_) => ChunkVersion {
-                    chunk: c,
-                    len: 0,
-                    version: ChunkVersion::UNREADABLE,
-                    chain_ver: 0,
-                    chain: crate::chunk::NO_CHAIN,
-                    digest: 0,
-                },
-            });
-        }
+            out.len() < limit
+        })?;
         Ok(out)
     }
 }

@@ -47,7 +47,7 @@ pub fn new_cluster_args(root: &Path, disks: usize) -> (Vec<String>, Option<LoopD
                     .and_then(|f| f.set_len(LOOP_IMAGE))
                     .unwrap_or_else(|e| panic!("create {}: {e}", image.display()));
                 let out = Command::new("losetup")
-                    .args(["--find", "--show"])
+                    .args(["--direct-io=on", "--find", "--show"])
                     .arg(&image)
                     .output()
                     .unwrap_or_else(|e| panic!("run losetup: {e}"));
