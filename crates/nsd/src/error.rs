@@ -163,12 +163,15 @@ pub enum RequestError {
         source: io::Error,
     },
     #[error(
-        "NSD {nsd}: checksum mismatch in {chunk} piece {piece} ({path}): stored {stored:#010x}, computed {computed:#010x}; this replica is corrupt, read another replica and rebuild it"
+        "NSD {nsd}: checksum mismatch in {chunk} piece {piece} (bytes {offset}..{end} of the block, {path}): stored {stored:#010x}, computed {computed:#010x}; this replica is corrupt, read another replica and rebuild it"
     )]
     Checksum {
         nsd: NsdRef,
         chunk: ChunkRef,
         piece: u32,
+        /// The bytes of the block the failing piece covers.
+        offset: u64,
+        end: u64,
         path: PathBuf,
         stored: u32,
         computed: u32,
@@ -286,13 +289,21 @@ mod tests {
                 block: 9,
             }),
             piece: 2,
+            offset: 131_072,
+            end: 196_608,
             path: "/d/c".into(),
             stored: 1,
             computed: 2,
         };
         let m = e.to_remote();
         assert_eq!(m.kind, ErrorKind::Io);
-        for part in ["nsd3", "inode 0x42", "block 9", "piece 2"] {
+        for part in [
+            "nsd3",
+            "inode 0x42",
+            "block 9",
+            "piece 2",
+            "bytes 131072..196608",
+        ] {
             assert!(m.message.contains(part), "{part} missing in {}", m.message);
         }
     }

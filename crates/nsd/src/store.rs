@@ -252,10 +252,13 @@ impl Store {
                     piece, path = %path.display(),
                     "chunk checksum mismatch: {stored:#010x} stored, {computed:#010x} computed"
                 );
+                let piece_len = u64::from(weft_proto::layout::PIECE);
                 RequestError::Checksum {
                     nsd: self.nsd.clone(),
                     chunk: ChunkRef(*c),
                     piece,
+                    offset: u64::from(piece) * piece_len,
+                    end: (u64::from(piece) + 1) * piece_len,
                     path: path.to_path_buf(),
                     stored,
                     computed,

@@ -345,6 +345,8 @@ impl Engine {
                     nsd: self.nsd.clone(),
                     chunk: ChunkRef(*c),
                     piece: p,
+                    offset: u64::from(ps),
+                    end: u64::from(ps) + valid as u64,
                     path: self.path(),
                     stored,
                     computed,

@@ -138,7 +138,13 @@ fn a_damaged_sector_fails_only_the_reads_that_touch_it() {
     // A 1-byte read inside it fails, naming NSD, inode, block and page.
     let err = e.read(&c, 5 * 4096 + 10, 1, true).unwrap_err();
     let msg = err.to_string();
-    for part in ["nsd1", "inode 0x7", "block 3", "piece 5"] {
+    for part in [
+        "nsd1",
+        "inode 0x7",
+        "block 3",
+        "piece 5",
+        "bytes 20480..24576",
+    ] {
         assert!(msg.contains(part), "{part} missing in {msg}");
     }
     let report = e.check(false).unwrap();
@@ -581,4 +587,47 @@ proptest::proptest! {
         let report = e.check(false).unwrap();
         proptest::prop_assert!(report.is_clean(), "{:?}", report);
     }
+}
+
+/// Replicas on a directory NSD and on an engine NSD holding the same bytes
+/// have the same digest, so a resync between kinds copies only what differs.
+#[test]
+fn digests_match_the_directory_store_for_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let e_spec = file_spec(dir.path(), 1, 64 << 20);
+    format_nsd(&e_spec, CLUSTER).unwrap();
+    let engine = Engine::open(e_spec, CLUSTER).unwrap();
+    let d_spec = NsdSpec {
+        path: dir.path().join("nsd2"),
+        ..file_spec(dir.path(), 2, 64 << 20)
+    };
+    format_nsd(&d_spec, CLUSTER).unwrap();
+    let store = weft_nsd::Store::open(d_spec, CLUSTER).unwrap();
+    for (i, len) in [1usize, 4095, 4096, 65_536, 65_537, 300_000, BS as usize]
+        .into_iter()
+        .enumerate()
+    {
+        let c = chunk(i as u64 + 1, 0);
+        let data = pattern(i as u64, len);
+        // Written in two pieces on one side, whole on the other.
+        let half = len / 2;
+        engine
+            .write(&c, 0, &data[..half], WriteMode::default())
+            .unwrap();
+        engine
+            .write(&c, half as u32, &data[half..], WriteMode::default())
+            .unwrap();
+        ChunkStore::write(&store, &c, 0, &data, WriteMode::default()).unwrap();
+        let a = ChunkStore::chunk_version(&engine, &c).unwrap().unwrap();
+        let b = ChunkStore::chunk_version(&store, &c).unwrap().unwrap();
+        assert_eq!((a.len, a.digest), (b.len, b.digest), "{len} bytes");
+    }
+    let c = chunk(99, 0);
+    engine
+        .write(&c, 0, &pattern(1, 5000), WriteMode::default())
+        .unwrap();
+    ChunkStore::write(&store, &c, 0, &pattern(2, 5000), WriteMode::default()).unwrap();
+    let a = ChunkStore::chunk_version(&engine, &c).unwrap().unwrap();
+    let b = ChunkStore::chunk_version(&store, &c).unwrap().unwrap();
+    assert_ne!(a.digest, b.digest, "different bytes, different digests");
 }
