@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use weft_proto::layout::{valid_block_size, MAX_BLOCK, MIN_BLOCK};
 use weft_proto::types::NsdId;
 
-use crate::error::NsdError;
+use crate::error::{NsdError, RequestError};
 
 /// One NSD served by this node: a directory, its capacity and the block size
 /// that bounds its chunks.
@@ -22,6 +22,22 @@ pub struct NsdSpec {
 }
 
 impl NsdSpec {
+    /// Refuses a byte range that does not fit in one block of this NSD.
+    pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), RequestError> {
+        if offset.saturating_add(len) > u64::from(self.block_size) {
+            return Err(RequestError::OutOfBlock {
+                nsd: crate::NsdRef {
+                    id: self.id,
+                    name: self.name.clone(),
+                },
+                offset,
+                len,
+                block_size: self.block_size,
+            });
+        }
+        Ok(())
+    }
+
     /// Rejects a definition that cannot be served, naming the field.
     pub fn validate(&self) -> Result<(), NsdError> {
         let bad = |field, reason: String| NsdError::InvalidSpec {

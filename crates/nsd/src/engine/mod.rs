@@ -352,15 +352,7 @@ impl Engine {
     }
 
     pub(crate) fn check_range(&self, offset: u64, len: u64) -> Result<(), RequestError> {
-        if offset.saturating_add(len) > u64::from(self.spec.block_size) {
-            return Err(RequestError::OutOfBlock {
-                nsd: self.nsd.clone(),
-                offset,
-                len,
-                block_size: self.spec.block_size,
-            });
-        }
-        Ok(())
+        self.spec.check_range(offset, len)
     }
 
     /// The chunk's record; `None` when absent.
