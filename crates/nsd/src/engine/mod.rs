@@ -32,9 +32,11 @@
 //! # Durability
 //!
 //! Index commits are not durable by themselves (`Durability::None`). A sync
-//! write, `sync_file` and `barrier` sync the device and then commit durably
-//! while holding the index's write lock, so every record that reaches the
-//! disk points at data that reached it first.
+//! write, `sync_file` and `barrier` sync the device (once before taking the
+//! index's write lock, so that writers go on while the bulk of the dirty
+//! data is written, and once more under it) and then commit durably while
+//! holding the lock, so every record that reaches the disk points at data
+//! that reached it first.
 //!
 //! # Reads
 //!
@@ -404,6 +406,12 @@ impl Engine {
     ) -> Result<(), RequestError> {
         let mut taken = Vec::new();
         let result = (|| {
+            if durable {
+                // The bulk of the dirty data goes to the disk before the
+                // index's write lock is taken, so writers go on meanwhile;
+                // the sync under the lock below then has little left to do.
+                self.disk.sync().map_err(|e| self.disk_err("sync", e))?;
+            }
             let mut txn = self
                 .db
                 .begin_write()
