@@ -242,6 +242,7 @@ impl Allocator {
     }
 
     /// The persisted page `page` as this allocator's bits, for checks.
+    #[cfg(test)]
     pub fn page_bytes(&self, page: u64) -> Vec<u8> {
         let first = (page * PAGE_UNITS / 64) as usize;
         let mut out = vec![0u8; (PAGE_UNITS / 8) as usize];
