@@ -8,6 +8,10 @@
 //! ones after, so a resync that copies a chunk from an `up` member never
 //! overwrites a newer write with an older copy (see `docs/replication.md`).
 //!
+//! An NSD a copy of the chain is moving to (`weft restripe -r`) takes
+//! writes like a recovering member, after the members, until it replaces
+//! the one it was filled for.
+//!
 //! A member that cannot be reached is reported to the cluster manager, which
 //! marks it down (unless it is the chain's last `up` member); the request is
 //! then sent again under the new table. An NSD that refuses a request routed
@@ -96,6 +100,7 @@ pub(crate) fn route(
             .iter()
             .copied()
             .filter(|n| status(n) == DiskStatus::Recovering)
+            .chain(chain.joining().filter(|n| status(n).takes_writes()))
             .collect(),
         members: chain.nsds.len(),
     })
@@ -163,6 +168,33 @@ mod tests {
         let r = route(&c, 1, &layout, 2).unwrap();
         assert_eq!((r.serving, r.syncing), (vec![1], vec![]));
         assert!(route(&c, 2, &layout, 0).is_err(), "unknown file system");
+    }
+
+    #[test]
+    fn an_nsd_a_copy_moves_to_takes_writes_and_serves_no_reads() {
+        use DiskStatus::*;
+        let mut c = cfg(&[Up, Up, Down, Up]);
+        // Chain 0 is (1, 2, 3); the copy on 3 (down) moves to 4.
+        c.filesystems[0].chain_tables[0].chains[0]
+            .moves
+            .push(weft_proto::config::ChainMove { from: 3, to: 4 });
+        let layout = Layout {
+            pool: 0,
+            table_version: 7,
+            first_chain: 0,
+            stripe_width: 4,
+            block_size: 1 << 20,
+        };
+        let r = route(&c, 1, &layout, 0).unwrap();
+        assert_eq!(
+            (r.serving.clone(), r.syncing.clone()),
+            (vec![1, 2], vec![4])
+        );
+        assert_eq!(r.members, 3);
+        // A joining NSD that is down gets nothing.
+        c.nsds[3].status = Down;
+        let r = route(&c, 1, &layout, 0).unwrap();
+        assert!(r.syncing.is_empty());
     }
 
     #[test]

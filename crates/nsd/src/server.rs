@@ -32,6 +32,15 @@ use crate::ChunkStore;
 /// Most chunk versions one `ChunkVersions` answer carries.
 const MAX_VERSIONS: usize = 8192;
 
+/// How far the resync of one NSD is, and what resyncs copied onto it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Resync {
+    /// The running resync: (chunks its pass still has to do, bytes copied).
+    current: Option<(u64, u64)>,
+    /// Bytes every resync since the server started copied.
+    total: u64,
+}
+
 /// The nsd role of one node. `Send + Sync`: share it behind an `Arc`.
 pub struct NsdServer {
     /// Sorted by id.
@@ -40,9 +49,8 @@ pub struct NsdServer {
     /// version holding it, as the configuration last told; an NSD not
     /// listed is not checked (a node that has not learned it yet).
     chains: RwLock<BTreeMap<NsdId, ChainState>>,
-    /// Resync progress of NSDs being brought up to date: (chunks the pass
-    /// still has to do, bytes copied so far).
-    resyncs: RwLock<BTreeMap<NsdId, (u64, u64)>>,
+    /// Resync progress of NSDs being brought up to date, and bytes copied.
+    resyncs: RwLock<BTreeMap<NsdId, Resync>>,
     /// Disk I/O metrics (GPFSNSDDisk), in the order of `stores`.
     metrics: Vec<Arc<NsdMetrics>>,
 }
@@ -94,9 +102,12 @@ impl NsdServer {
                     None => 1,
                 };
                 let mut stat = store.stat(sharing);
-                if let Some((left, bytes)) = resyncs.get(&stat.nsd) {
-                    stat.to_sync = *left;
-                    stat.synced_bytes = *bytes;
+                if let Some(r) = resyncs.get(&stat.nsd) {
+                    if let Some((left, bytes)) = r.current {
+                        stat.to_sync = left;
+                        stat.synced_bytes = bytes;
+                    }
+                    stat.resynced_total = r.total;
                 }
                 stat
             })
@@ -167,10 +178,13 @@ impl NsdServer {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        match progress {
-            Some(p) => map.insert(nsd, p),
-            None => map.remove(&nsd),
-        };
+        let r = map.entry(nsd).or_default();
+        if let Some((_, bytes)) = progress {
+            // A new resync counts from zero again.
+            let before = r.current.map_or(0, |(_, b)| b);
+            r.total += bytes.checked_sub(before).unwrap_or(bytes);
+        }
+        r.current = progress;
     }
 
     /// The chain state last told for `nsd`.

@@ -178,6 +178,7 @@ impl Store {
             healthy: check_label(&self.spec, &self.cluster_id).is_ok(),
             to_sync: 0,
             synced_bytes: 0,
+            resynced_total: 0,
         }
     }
 

@@ -135,6 +135,44 @@ pub struct NsdInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chain {
     pub nsds: Vec<NsdId>,
+    /// Copies being moved to another NSD (`weft restripe -r`, `weft disk
+    /// delete`). The joining NSD takes the chain's writes after its members
+    /// and serves no reads while its node fills it from the chain's `up`
+    /// members; once full it takes the leaving member's place.
+    #[serde(default)]
+    pub moves: Vec<ChainMove>,
+}
+
+/// One copy of a chain moving from member `from` to NSD `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainMove {
+    pub from: NsdId,
+    pub to: NsdId,
+}
+
+impl Chain {
+    /// A chain of these members, with no copy moving.
+    pub fn of(nsds: Vec<NsdId>) -> Chain {
+        Chain {
+            nsds,
+            moves: Vec::new(),
+        }
+    }
+
+    /// NSDs joining the chain (taking writes, being filled).
+    pub fn joining(&self) -> impl Iterator<Item = NsdId> + '_ {
+        self.moves.iter().map(|m| m.to)
+    }
+
+    /// Whether `nsd` holds (or is being given) this chain's data.
+    pub fn holds(&self, nsd: NsdId) -> bool {
+        self.nsds.contains(&nsd) || self.joining().any(|j| j == nsd)
+    }
+
+    /// Members, then joining NSDs.
+    pub fn holders(&self) -> impl Iterator<Item = NsdId> + '_ {
+        self.nsds.iter().copied().chain(self.joining())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,11 +207,38 @@ pub struct FsInfo {
     pub data_in_inode: bool,
     pub shards: Vec<ShardInfo>,
     pub chain_tables: Vec<ChainTable>,
+    /// NSDs given to the file system (`weft disk add`, or left by every
+    /// chain after a restripe) that hold no chain's data: `weft restripe -r`
+    /// moves copies onto them.
+    #[serde(default)]
+    pub spares: Vec<NsdId>,
 }
 
 impl FsInfo {
     pub fn chain_table(&self, pool: &str) -> Option<&ChainTable> {
         self.chain_tables.iter().find(|t| t.pool == pool)
+    }
+
+    /// Whether a chain of the file system holds `nsd` (as a member or joining).
+    pub fn in_chains(&self, nsd: NsdId) -> bool {
+        self.chain_tables
+            .iter()
+            .any(|t| t.chains.iter().any(|c| c.holds(nsd)))
+    }
+
+    /// Whether the file system uses `nsd`: a chain holds it or it is a spare.
+    pub fn uses(&self, nsd: NsdId) -> bool {
+        self.spares.contains(&nsd) || self.in_chains(nsd)
+    }
+
+    /// Every NSD the file system uses.
+    pub fn nsd_ids(&self) -> std::collections::BTreeSet<NsdId> {
+        self.chain_tables
+            .iter()
+            .flat_map(|t| t.chains.iter())
+            .flat_map(|c| c.holders())
+            .chain(self.spares.iter().copied())
+            .collect()
     }
 }
 
@@ -210,7 +275,7 @@ pub fn plan_chain_table(
         if chain.len() < replicas {
             return None;
         }
-        chains.push(Chain { nsds: chain });
+        chains.push(Chain::of(chain));
     }
     Some(ChainTable {
         pool: pool.to_string(),

@@ -28,8 +28,8 @@ use serde::de::{DeserializeOwned, Visitor};
 use serde::Serialize;
 
 use crate::config::{
-    Availability, Chain, ChainTable, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
-    ShardInfo, Usage,
+    Availability, Chain, ChainMove, ChainTable, ClusterConfig, DiskStatus, FsInfo, NodeInfo,
+    NsdInfo, Roles, ShardInfo, Usage,
 };
 use crate::error::{ErrorKind, RemoteError};
 use crate::frame::{decode_body, encode_frame, FrameKind, HEADER_LEN, WIRE_VERSION};
@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 8;
+const TABLE_WIRE_VERSION: u16 = 9;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -514,7 +514,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -541,6 +541,39 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 (4, DiskStatus::Recovering),
             ]))),
             "0202030203010402",
+        ),
+        (
+            "ConfigChange::AddDisks",
+            quorum(QuorumRequest::Change(ConfigChange::AddDisks {
+                fs: "fs1".into(),
+                nsds: vec!["nsd5".into()],
+            })),
+            "0202040366733101046e736435",
+        ),
+        (
+            "ConfigChange::SetAvailability",
+            quorum(QuorumRequest::Change(ConfigChange::SetAvailability {
+                fs: "fs1".into(),
+                nsds: vec!["nsd3".into()],
+                availability: Availability::Suspended,
+            })),
+            "0202050366733101046e73643301",
+        ),
+        (
+            "ConfigChange::Restripe",
+            quorum(QuorumRequest::Change(ConfigChange::Restripe {
+                fs: "fs1".into(),
+                nsds: vec!["nsd3".into()],
+            })),
+            "0202060366733101046e736433",
+        ),
+        (
+            "ConfigChange::RemoveDisks",
+            quorum(QuorumRequest::Change(ConfigChange::RemoveDisks {
+                fs: "fs1".into(),
+                nsds: vec!["nsd3".into()],
+            })),
+            "0202070366733101046e736433",
         ),
         (
             "QuorumRequest::DiskFailed",
@@ -633,8 +666,9 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 healthy: true,
                 to_sync: 12,
                 synced_bytes: 1 << 22,
+                resynced_total: 1 << 23,
             }])),
-            "03010580808080048080408080c0ff0310804080804080c001010c80808002",
+            "03010580808080048080408080c0ff0310804080804080c001010c8080800280808004",
         ),
         ("Response::Attr", response(Response::Attr(attr())), "04aa8080808080400900a40301e807e90700882780c49fd50c0184c49fd50c0286c49fd50c03fec39fd50c0401020304808040008040"),
         (
@@ -695,7 +729,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         (
             "Response::Config",
             response(Response::Config(Box::new(cluster_config()))),
-            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506",
+            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108",
         ),
         (
             "Response::Lock",
@@ -739,7 +773,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 seal_nonce: bytes32(0xA0),
                 sealed_secret: bytes32(0xC0),
             }),
-            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
+            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
         ),
         ("Response::Epoch", response(Response::Epoch(42)), "152a"),
         (
@@ -943,8 +977,12 @@ fn fs_info() -> FsInfo {
         chain_tables: vec![ChainTable {
             pool: "system".into(),
             version: 2,
-            chains: vec![Chain { nsds: vec![5, 6] }],
+            chains: vec![Chain {
+                nsds: vec![5, 6],
+                moves: vec![ChainMove { from: 6, to: 7 }],
+            }],
         }],
+        spares: vec![8],
     }
 }
 
@@ -1155,6 +1193,10 @@ fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::CreateFs(_) => "CreateFs",
         ConfigChange::SetNodeAddr { .. } => "SetNodeAddr",
         ConfigChange::SetDiskStates(_) => "SetDiskStates",
+        ConfigChange::AddDisks { .. } => "AddDisks",
+        ConfigChange::SetAvailability { .. } => "SetAvailability",
+        ConfigChange::Restripe { .. } => "Restripe",
+        ConfigChange::RemoveDisks { .. } => "RemoveDisks",
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ClusterConfig, DiskStatus, FsInfo, NsdInfo, Roles};
+use crate::config::{Availability, ClusterConfig, DiskStatus, FsInfo, NsdInfo, Roles};
 use crate::error::RemoteError;
 use crate::types::{
     Attr, ByteLock, ChunkId, Cred, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId,
@@ -510,6 +510,22 @@ pub enum ConfigChange {
     /// Disk states the cluster manager's planner (or an administrator)
     /// decided; every chain table holding a changed NSD gets a new version.
     SetDiskStates(Vec<(NsdId, DiskStatus)>),
+    /// `weft disk add`: NSDs no file system uses become spares of `fs`.
+    AddDisks { fs: String, nsds: Vec<String> },
+    /// `weft disk suspend|resume`: whether copies may stay on (and move to)
+    /// these NSDs.
+    SetAvailability {
+        fs: String,
+        nsds: Vec<String>,
+        availability: Availability,
+    },
+    /// `weft restripe -r`: every copy on a suspended, down or stopped member
+    /// of a chain moves to a ready, up NSD of another failure group (only
+    /// copies on `nsds` when not empty: `weft disk delete`).
+    Restripe { fs: String, nsds: Vec<String> },
+    /// `weft disk delete`, last step: NSDs that hold no chain's data leave
+    /// `fs`.
+    RemoveDisks { fs: String, nsds: Vec<String> },
 }
 
 /// What `weft disk stop|start` asks of the cluster manager.
@@ -558,6 +574,9 @@ pub struct NsdStat {
     /// copy or remove, and bytes copied since the resync started.
     pub to_sync: u64,
     pub synced_bytes: u64,
+    /// Bytes resyncs copied onto it since its server started (only grows;
+    /// `weft restripe` reports a move's rate from it).
+    pub resynced_total: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

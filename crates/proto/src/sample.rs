@@ -63,6 +63,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             data_in_inode: false,
             shards: vec![ShardInfo { id: 0, node: 1 }],
             chain_tables: vec![table],
+            spares: Vec::new(),
         }],
     }
 }

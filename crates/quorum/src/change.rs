@@ -74,6 +74,16 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             Ok(())
         }
         ConfigChange::SetDiskStates(changes) => crate::disks::apply(config, changes),
+        ConfigChange::AddDisks { fs, nsds } => crate::restripe::add_disks(config, fs, nsds),
+        ConfigChange::SetAvailability {
+            fs,
+            nsds,
+            availability,
+        } => crate::restripe::set_availability(config, fs, nsds, *availability),
+        ConfigChange::Restripe { fs, nsds } => {
+            crate::restripe::restripe(config, fs, nsds).map(|_| ())
+        }
+        ConfigChange::RemoveDisks { fs, nsds } => crate::restripe::remove_disks(config, fs, nsds),
     }
 }
 
@@ -121,14 +131,12 @@ fn add_nsds(config: &mut ClusterConfig, nsds: &[NsdInfo]) -> Result<(), QuorumEr
     Ok(())
 }
 
-/// NSD ids some file system uses.
+/// NSD ids some file system uses (in its chains or as spares).
 pub fn used_nsds(config: &ClusterConfig) -> BTreeSet<u32> {
     config
         .filesystems
         .iter()
-        .flat_map(|f| f.chain_tables.iter())
-        .flat_map(|t| t.chains.iter())
-        .flat_map(|c| c.nsds.iter().copied())
+        .flat_map(|f| f.nsd_ids())
         .collect()
 }
 

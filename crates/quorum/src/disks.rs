@@ -61,13 +61,24 @@ fn last_up(config: &ClusterConfig, status: &BTreeMap<NsdId, DiskStatus>, nsd: Ns
         })
 }
 
-/// The newest version of the chain tables holding `nsd` (0: in none).
+/// The newest version of the chain tables holding `nsd` (as a member, a
+/// joining NSD, or a spare of the table's pool); 0 when no file system uses it.
 pub fn chain_version(config: &ClusterConfig, nsd: NsdId) -> u64 {
+    let pool = config.nsd(nsd).map(|n| n.pool.as_str());
     config
         .filesystems
         .iter()
-        .flat_map(|f| &f.chain_tables)
-        .filter(|t| t.chains.iter().any(|c| c.nsds.contains(&nsd)))
+        .flat_map(|f| {
+            let spare = f.spares.contains(&nsd);
+            f.chain_tables
+                .iter()
+                .filter(move |t| spare && Some(t.pool.as_str()) == pool)
+                .chain(
+                    f.chain_tables
+                        .iter()
+                        .filter(move |t| t.chains.iter().any(|c| c.holds(nsd))),
+                )
+        })
         .map(|t| t.version)
         .max()
         .unwrap_or(0)
@@ -85,9 +96,19 @@ pub fn served_states(config: &ClusterConfig, node: NodeId) -> Vec<(NsdId, DiskSt
         .collect()
 }
 
-/// Whether any file system's chains hold `nsd`.
+/// Whether any file system uses `nsd` (its chains hold it, or it is a spare).
 fn in_chains(config: &ClusterConfig, nsd: NsdId) -> bool {
     chain_version(config, nsd) > 0
+}
+
+/// Whether a chain of some file system is filling `nsd` (a move to it).
+pub fn joining(config: &ClusterConfig, nsd: NsdId) -> bool {
+    config
+        .filesystems
+        .iter()
+        .flat_map(|f| &f.chain_tables)
+        .flat_map(|t| &t.chains)
+        .any(|c| c.joining().any(|j| j == nsd))
 }
 
 /// What liveness asks for: NSDs of nodes that are down go `down` (except a
@@ -175,11 +196,7 @@ pub fn plan_admin(
         let Some(n) = config.nsds.iter().find(|n| &n.name == name) else {
             return Err(refuse(format!("disk {name} is not an NSD of this cluster")));
         };
-        let member = info
-            .chain_tables
-            .iter()
-            .any(|t| t.chains.iter().any(|c| c.nsds.contains(&n.id)));
-        if !member {
+        if !info.uses(n.id) {
             return Err(refuse(format!(
                 "disk {name} does not belong to file system {fs}"
             )));
@@ -237,7 +254,7 @@ pub fn apply(
     {
         if t.chains
             .iter()
-            .any(|c| c.nsds.iter().any(|m| changed.contains(m)))
+            .any(|c| c.holders().any(|m| changed.contains(&m)))
         {
             t.version += 1;
         }

@@ -9,7 +9,8 @@
 //! Raft store.
 //! [`change`] holds the pure planners of configuration changes (node join,
 //! NSD registration, file system creation), [`disks`] the planner of disk
-//! states and chain membership, and [`liveness`] the cluster manager's view
+//! states, [`restripe`] the planners that move copies between NSDs (disk
+//! add, suspend, delete, restripe), and [`liveness`] the cluster manager's view
 //! of which nodes are alive.
 
 pub mod change;
@@ -19,6 +20,7 @@ mod error;
 mod file_store;
 pub mod liveness;
 pub mod raft;
+pub mod restripe;
 
 pub use error::QuorumError;
 pub use file_store::{read as read_config, FileStore};

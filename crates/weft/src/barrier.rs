@@ -146,7 +146,8 @@ fn servers_of(cfg: &ClusterConfig, fs: FsId) -> BTreeMap<String, Vec<NsdId>> {
         return out;
     };
     for table in &info.chain_tables {
-        for id in table.chains.iter().flat_map(|c| c.nsds.iter()) {
+        for id in table.chains.iter().flat_map(|c| c.holders()) {
+            let id = &id;
             // A disk that takes no writes holds nothing a size depends on:
             // it is resynced from its chain peers before it serves again.
             let Some(addr) = cfg

@@ -271,6 +271,7 @@ pub fn plan_cluster(
         data_in_inode: true,
         shards: vec![ShardInfo { id: 0, node: 1 }],
         chain_tables: vec![table],
+        spares: Vec::new(),
     };
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();

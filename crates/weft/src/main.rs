@@ -40,6 +40,8 @@ enum Command {
         #[command(subcommand)]
         cmd: DiskCommand,
     },
+    /// Move copies off suspended, down and stopped disks (like mmrestripefs -r).
+    Restripe(cmd::restripe::RestripeArgs),
     /// Benchmarks on any path, like gpfsperf and mdtest.
     Perf(cmd::perf::PerfArgs),
     /// One line per node, NSD and file system: healthy, degraded or failed, and what to do (like mmhealth).
@@ -114,6 +116,17 @@ enum DiskCommand {
     /// Bring stopped or down disks back (like mmchdisk start): they resync
     /// from their chain peers and return to up by themselves.
     Start(cmd::disk::DiskChangeArgs),
+    /// Give NSDs of a stanza file to a file system, creating those that do
+    /// not exist (like mmadddisk); `weft restripe -r` moves copies onto them.
+    Add(cluster::admin::DiskAddArgs),
+    /// Keep copies off disks (like mmchdisk suspend): `weft restripe -r`
+    /// moves their copies elsewhere.
+    Suspend(cmd::restripe::DiskDeleteArgs),
+    /// Let suspended disks hold copies again (like mmchdisk resume).
+    Resume(cmd::restripe::DiskDeleteArgs),
+    /// Move every copy off disks, then take them out of the file system
+    /// (like mmdeldisk), showing progress.
+    Delete(cmd::restripe::DiskDeleteArgs),
 }
 
 /// Where a running cluster is found: the data directory of `weft up`.
@@ -154,7 +167,16 @@ fn main() -> ExitCode {
             DiskCommand::List(a) => cmd::disk::run(a),
             DiskCommand::Stop(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Stop),
             DiskCommand::Start(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Start),
+            DiskCommand::Add(a) => cluster::admin::disk_add(a),
+            DiskCommand::Suspend(a) => {
+                cmd::restripe::availability(a, weft_proto::config::Availability::Suspended)
+            }
+            DiskCommand::Resume(a) => {
+                cmd::restripe::availability(a, weft_proto::config::Availability::Ready)
+            }
+            DiskCommand::Delete(a) => cmd::restripe::delete(a),
         },
+        Command::Restripe(a) => cmd::restripe::run(a),
         Command::Perf(a) => cmd::perf::run(a),
         Command::Health(a) => cmd::health::run(a),
         Command::Stats(a) => cmd::stats::run(a),

@@ -525,6 +525,7 @@ impl Engine {
             healthy: !self.failing.load(Ordering::Relaxed),
             to_sync: 0,
             synced_bytes: 0,
+            resynced_total: 0,
         }
     }
 }

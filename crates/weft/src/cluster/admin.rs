@@ -1,5 +1,6 @@
 //! Admin commands of a cluster: `weft nsd create -F` (mmcrnsd),
-//! `weft fs create` (mmcrfs), `weft mount` / `weft umount` (mmmount).
+//! `weft fs create` (mmcrfs), `weft disk add -F` (mmadddisk), `weft mount` /
+//! `weft umount` (mmmount).
 //! Each checks everything it can before the cluster manager commits one
 //! change; a refusal leaves the configuration as it was.
 
@@ -30,6 +31,22 @@ pub struct NsdCreateArgs {
     /// Take block devices and files that hold a file system, a partition
     /// table or another NSD label: each one's start is wiped when its server
     /// checks it, like `mmcrnsd -v no`.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct DiskAddArgs {
+    /// File system name.
+    pub name: String,
+    /// Stanza file with `%nsd:` stanzas; NSDs that do not exist yet are
+    /// created first, as by `weft nsd create`.
+    #[arg(short = 'F')]
+    pub file: PathBuf,
+    /// As for `weft nsd create`: take devices that hold another file system
+    /// or label.
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
@@ -120,69 +137,116 @@ fn with_cluster<T>(
 pub fn nsd_create(args: NsdCreateArgs) -> Result<()> {
     let stanzas = read_stanzas(&args.file)?;
     with_cluster(&args.target, async |local, pool, cfg| {
-        let mut problems = Vec::new();
-        let mut nsds = Vec::new();
-        for s in &stanzas.nsds {
-            let Some(primary) = s.servers.first() else {
-                problems.push(format!(
-                    "line {}: NSD {} has no servers=: name the node that serves it",
-                    s.line, s.name
-                ));
-                continue;
-            };
-            let Some(node) = find_server(&cfg, primary) else {
-                problems.push(format!(
-                    "line {}: servers={primary} is not a node of the cluster (see `weft node list`)",
-                    s.line
-                ));
-                continue;
-            };
-            if cfg.nsds.iter().any(|n| n.name == s.name) {
-                problems.push(format!("line {}: NSD {} already exists", s.line, s.name));
-                continue;
-            }
-            let peer = pool.peer(&node.addr);
-            let probe = Request::Node(NodeRequest::ProbeDevice {
-                path: s.device.clone(),
-                force: args.force,
-            });
-            let free = match peer.call(probe, Bytes::new()).await {
-                Ok((Response::Device { free }, _)) => free,
-                Ok((other, _)) => {
-                    problems.push(format!("line {}: {} answered {other:?}", s.line, node.name));
-                    continue;
-                }
-                Err(e) => {
-                    problems.push(format!("line {}: on {}: {e}", s.line, node.name));
-                    continue;
-                }
-            };
-            nsds.push(NsdInfo {
-                id: 0,
-                name: s.name.clone(),
-                node: node.id,
-                device: s.device.clone(),
-                failure_group: s.failure_group.unwrap_or(node.id),
-                usage: s.usage.to_config(),
-                pool: s.pool.clone(),
-                size: s.size.unwrap_or(free),
-                status: DiskStatus::Up,
-                availability: Availability::Ready,
-            });
-        }
-        if !problems.is_empty() {
-            bail!("no NSD was created:\n  {}", problems.join("\n  "));
-        }
-        let names: Vec<String> = nsds.iter().map(|n| n.name.clone()).collect();
-        call_manager(
-            pool,
-            &local.quorum_addrs,
-            QuorumRequest::Change(ConfigChange::AddNsds(nsds)),
-        )
-        .await?;
+        let all: Vec<&stanza::NsdStanza> = stanzas.nsds.iter().collect();
+        let names = create_nsds(local, pool, &cfg, &all, args.force).await?;
         println!("weft: created NSDs {}", names.join(", "));
         Ok(())
     })
+}
+
+/// `weft disk add FS -F FILE`: creates the stanzas' NSDs that do not exist
+/// yet (as `weft nsd create` does), then gives all of them to file system
+/// `fs` as spares.
+pub fn disk_add(args: DiskAddArgs) -> Result<()> {
+    let stanzas = read_stanzas(&args.file)?;
+    let (fs, force) = (args.name.as_str(), args.force);
+    with_cluster(&args.target, async |local, pool, cfg| {
+        if cfg.filesystem(fs).is_none() {
+            bail!("file system {fs} does not exist (see `weft fs show`)");
+        }
+        let new: Vec<&stanza::NsdStanza> = stanzas
+            .nsds
+            .iter()
+            .filter(|s| !cfg.nsds.iter().any(|n| n.name == s.name))
+            .collect();
+        if !new.is_empty() {
+            let names = create_nsds(local, pool, &cfg, &new, force).await?;
+            println!("weft: created NSDs {}", names.join(", "));
+        }
+        let names: Vec<String> = stanzas.nsds.iter().map(|s| s.name.clone()).collect();
+        let change = ConfigChange::AddDisks {
+            fs: fs.to_string(),
+            nsds: names.clone(),
+        };
+        call_manager(pool, &local.quorum_addrs, QuorumRequest::Change(change)).await?;
+        println!(
+            "weft: added {} to {fs}; `weft restripe {fs} -r` moves copies off suspended or failed disks onto them",
+            names.join(", ")
+        );
+        Ok(())
+    })
+}
+
+/// Checks each stanza's device on its server and registers the NSDs;
+/// answers their names. Nothing is registered when any stanza is refused.
+async fn create_nsds(
+    local: &Local,
+    pool: &weft_net::Pool,
+    cfg: &ClusterConfig,
+    stanzas: &[&stanza::NsdStanza],
+    force: bool,
+) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut nsds = Vec::new();
+    for s in stanzas {
+        let Some(primary) = s.servers.first() else {
+            problems.push(format!(
+                "line {}: NSD {} has no servers=: name the node that serves it",
+                s.line, s.name
+            ));
+            continue;
+        };
+        let Some(node) = find_server(cfg, primary) else {
+            problems.push(format!(
+                "line {}: servers={primary} is not a node of the cluster (see `weft node list`)",
+                s.line
+            ));
+            continue;
+        };
+        if cfg.nsds.iter().any(|n| n.name == s.name) {
+            problems.push(format!("line {}: NSD {} already exists", s.line, s.name));
+            continue;
+        }
+        let peer = pool.peer(&node.addr);
+        let probe = Request::Node(NodeRequest::ProbeDevice {
+            path: s.device.clone(),
+            force,
+        });
+        let free = match peer.call(probe, Bytes::new()).await {
+            Ok((Response::Device { free }, _)) => free,
+            Ok((other, _)) => {
+                problems.push(format!("line {}: {} answered {other:?}", s.line, node.name));
+                continue;
+            }
+            Err(e) => {
+                problems.push(format!("line {}: on {}: {e}", s.line, node.name));
+                continue;
+            }
+        };
+        nsds.push(NsdInfo {
+            id: 0,
+            name: s.name.clone(),
+            node: node.id,
+            device: s.device.clone(),
+            failure_group: s.failure_group.unwrap_or(node.id),
+            usage: s.usage.to_config(),
+            pool: s.pool.clone(),
+            size: s.size.unwrap_or(free),
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        });
+    }
+    if !problems.is_empty() {
+        bail!("no NSD was created:\n  {}", problems.join("\n  "));
+    }
+    let names: Vec<String> = nsds.iter().map(|n| n.name.clone()).collect();
+    call_manager(
+        pool,
+        &local.quorum_addrs,
+        QuorumRequest::Change(ConfigChange::AddNsds(nsds)),
+    )
+    .await?;
+    Ok(names)
 }
 
 /// `weft fs create NAME -F FILE`.
@@ -268,6 +332,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
                 node: meta_node.id,
             }],
             chain_tables: tables,
+            spares: Vec::new(),
         };
         call_manager(
             pool,

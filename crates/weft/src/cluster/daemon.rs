@@ -237,11 +237,7 @@ pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo
     let block_size = config
         .filesystems
         .iter()
-        .find(|f| {
-            f.chain_tables
-                .iter()
-                .any(|t| t.chains.iter().any(|c| c.nsds.contains(&nsd.id)))
-        })
+        .find(|f| f.uses(nsd.id))
         .map(|f| f.block_size)
         .unwrap_or(weft_proto::layout::DEFAULT_BLOCK);
     NsdSpec {

@@ -12,9 +12,11 @@ use tracing::{info, warn};
 use weft_net::Secret;
 use weft_proto::config::ClusterConfig;
 use weft_proto::msg::{JoinRequest, NodeLiveness, QuorumRequest};
+use weft_proto::types::NsdId;
 use weft_proto::{ErrorKind, RemoteError, Response};
 use weft_quorum::disks::{self, DiskChanges};
 use weft_quorum::liveness::Liveness;
+use weft_quorum::restripe;
 use weft_quorum::{change, ConfigStore, QuorumError, RaftStore};
 
 pub struct Manager {
@@ -124,13 +126,9 @@ impl Manager {
                 }
                 r
             }),
-            QuorumRequest::DiskSynced { nsd, chain_ver } => {
-                self.not_leader().unwrap_or_else(|| {
-                    self.commit_disks(&move |c: &ClusterConfig| {
-                        disks::plan_synced(c, nsd, chain_ver)
-                    })
-                })
-            }
+            QuorumRequest::DiskSynced { nsd, chain_ver } => self
+                .not_leader()
+                .unwrap_or_else(|| self.synced(nsd, chain_ver)),
             QuorumRequest::ChangeDisks { fs, nsds, action } => {
                 self.not_leader().unwrap_or_else(|| {
                     let Some(cfg) = self.raft.get() else {
@@ -188,6 +186,43 @@ impl Manager {
                 self.note_down(*nsd, *st);
             }
             disks::apply(c, &changes)
+        };
+        match self.rt.block_on(self.raft.update(&apply)) {
+            Ok(cfg) => Response::Config(Box::new(cfg)),
+            Err(e) => quorum_error(e),
+        }
+    }
+
+    /// `nsd` holds every chunk of its chains as of `chain_ver`: a recovering
+    /// NSD goes up, and one being filled takes the place of the members it
+    /// replaces (one commit, so the version it was filled under is checked once).
+    fn synced(&self, nsd: NsdId, chain_ver: u64) -> Response {
+        let Some(cfg) = self.raft.get() else {
+            return Response::Error(RemoteError::new(
+                ErrorKind::NoQuorum,
+                "this quorum node holds no configuration yet",
+            ));
+        };
+        let current = |c: &ClusterConfig| disks::chain_version(c, nsd) == chain_ver;
+        if !current(&cfg)
+            || (disks::plan_synced(&cfg, nsd, chain_ver).is_empty() && !disks::joining(&cfg, nsd))
+        {
+            return Response::Config(Box::new(cfg));
+        }
+        let apply = |c: &mut ClusterConfig| {
+            if !current(c) {
+                return Ok(());
+            }
+            let changes = disks::plan_synced(c, nsd, chain_ver);
+            disks::apply(c, &changes)?;
+            let name = c.nsd(nsd).map(|n| n.name.clone()).unwrap_or_default();
+            if !changes.is_empty() {
+                info!(nsd, %name, status = "up", "disk status changes");
+            }
+            if restripe::finish_moves(c, nsd) {
+                info!(nsd, %name, "copies moved: the disk takes its place in their chains");
+            }
+            Ok(())
         };
         match self.rt.block_on(self.raft.update(&apply)) {
             Ok(cfg) => Response::Config(Box::new(cfg)),

@@ -1,5 +1,10 @@
-//! Resync of this node's `recovering` NSDs from their chain peers, then
-//! `DiskSynced` to the cluster manager, which marks them `up`.
+//! Resync of this node's `recovering` NSDs, and of NSDs chains are moving
+//! copies to (`weft restripe -r`, `weft disk delete`), from their chain
+//! peers; then `DiskSynced` to the cluster manager, which marks them `up` and
+//! puts filled NSDs in the place of the members they replace.
+//!
+//! Chunks of chains that no longer hold the NSD (a copy that moved away
+//! while it was down) are removed in the same passes.
 //!
 //! For each chain that holds the recovering NSD, the source is the chain's
 //! first `up` member. The NSD's own chunks are listed first, then the
@@ -119,7 +124,11 @@ impl Resyncs {
         let want: BTreeMap<NsdId, u64> = cfg
             .nsds
             .iter()
-            .filter(|n| n.node == me && n.status == DiskStatus::Recovering)
+            .filter(|n| {
+                n.node == me
+                    && (n.status == DiskStatus::Recovering
+                        || (n.status == DiskStatus::Up && weft_quorum::disks::joining(cfg, n.id)))
+            })
             .map(|n| (n.id, chain_version(cfg, n.id)))
             .filter(|(_, v)| *v > 0)
             .collect();
@@ -249,15 +258,22 @@ async fn list_all(
     }
 }
 
-/// The chains (file system, chain index) of `nsd`, grouped by the `up`
-/// member each resyncs from.
+/// The chains (file system, chain index) to bring `nsd` up to date in,
+/// grouped by the `up` member each resyncs from: every chain holding it when
+/// it is recovering, else only those filling it. An `up` member is never
+/// resynced: it may head its chain, and a write it took first would look
+/// like a chunk its source does not hold.
 fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u32)>> {
     let up = |id: &NsdId| cfg.nsd(*id).is_some_and(|n| n.status == DiskStatus::Up);
+    let recovering = cfg
+        .nsd(nsd)
+        .is_some_and(|n| n.status == DiskStatus::Recovering);
     let mut out: BTreeMap<NsdId, BTreeSet<(FsId, u32)>> = BTreeMap::new();
     for fs in &cfg.filesystems {
         for t in &fs.chain_tables {
             for (i, c) in t.chains.iter().enumerate() {
-                if !c.nsds.contains(&nsd) {
+                let filled = c.joining().any(|j| j == nsd);
+                if !(filled || (recovering && c.nsds.contains(&nsd))) {
                     continue;
                 }
                 if let Some(src) = c.nsds.iter().find(|m| **m != nsd && up(m)) {
@@ -267,6 +283,28 @@ fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u
         }
     }
     out
+}
+
+/// Chunks of `nsd` that belong to chains of a file system using it that no
+/// longer hold it (their copy moved elsewhere while it was away, or it
+/// became a spare): they are removed.
+fn left_behind(cfg: &ClusterConfig, nsd: NsdId, mine: &[ChunkVersion]) -> Vec<ChunkVersion> {
+    mine.iter()
+        .filter(|v| v.chain != weft_proto::msg::NO_CHAIN)
+        .filter(|v| {
+            cfg.filesystems
+                .iter()
+                .find(|f| f.id == v.chunk.fs)
+                .is_some_and(|f| {
+                    f.uses(nsd)
+                        && !f
+                            .chain_tables
+                            .iter()
+                            .any(|t| t.chains.get(v.chain as usize).is_some_and(|c| c.holds(nsd)))
+                })
+        })
+        .copied()
+        .collect()
 }
 
 /// What must match for a replica to need no copy: its bytes.
@@ -343,6 +381,11 @@ async fn resync(
                 this.removed += p.removed;
                 this.raced += p.raced;
             }
+        }
+        for h in left_behind(cfg, nsd, &mine) {
+            let p = copy_one(pool, cfg, nsd, nsd, h.chunk, None, Some(h), ver).await?;
+            this.removed += p.removed;
+            this.raced += p.raced;
         }
         total.copied += this.copied;
         total.bytes += this.bytes;

@@ -369,6 +369,7 @@ fn config(replicas: usize) -> ClusterConfig {
             data_in_inode: false,
             shards: vec![ShardInfo { id: 0, node: 2 }],
             chain_tables: vec![table],
+            spares: Vec::new(),
         }],
     }
 }

@@ -1,11 +1,15 @@
-//! `weft disk list|stop|start`, like GPFS `mmlsdisk` and `mmchdisk`.
+//! `weft disk list|stop|start`, like GPFS `mmlsdisk` and `mmchdisk`
+//! (`add`, `suspend`, `resume` and `delete` are in `restripe.rs` and
+//! `cluster/admin.rs`).
 //!
-//! `list` shows each NSD of a file system with its server, failure group,
-//! what it holds, its status as the cluster manager decided it (`up`,
+//! `list` shows each NSD of a file system (spares too) with its server,
+//! failure group, what it holds, how many chains hold copies on it (`1+1`:
+//! one as a member, one being moved onto it), its status as the cluster manager decided it (`up`,
 //! `down`, `recovering` while a resync brings it up to date, `stopped` by an
 //! administrator), its availability, its pool, whether its server answers
 //! right now, and for a recovering disk how far its resync is (chunks the
-//! current pass still has to copy, MiB copied so far). `stop` takes disks out of their chains (refused for a
+//! current pass still has to copy, MiB copied so far), and the same for a disk
+//! copies are being moved onto. `stop` takes disks out of their chains (refused for a
 //! chain's last member taking writes); `start` makes stopped or down disks
 //! recovering: their node resyncs them from their chain peers, and they go
 //! back to `up` by themselves.
@@ -46,16 +50,17 @@ pub fn run(args: DiskListArgs) -> Result<()> {
         let fs = client.fs_info();
         let (stats, _) = cluster.nsd_stats_partial().await;
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
-            "disk", "", "failure", "holds", "holds", "", "", "storage", "server", "chunks", "MiB"
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:>6} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
+            "disk", "", "failure", "holds", "holds", "", "", "", "storage", "server", "chunks", "MiB"
         );
         println!(
-            "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
+            "{:<12} {:<22} {:>7} {:<8} {:<5} {:>6} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
             "name",
             "server",
             "group",
             "metadata",
             "data",
+            "chains",
             "status",
             "availability",
             "pool",
@@ -64,14 +69,11 @@ pub fn run(args: DiskListArgs) -> Result<()> {
             "synced"
         );
         println!(
-            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:-<10} {:-<12} {:-<10} {:-<7} {:->8} {:->9}",
-            "", "", "", "", "", "", "", "", "", "", ""
+            "{:-<12} {:-<22} {:->7} {:-<8} {:-<5} {:->6} {:-<10} {:-<12} {:-<10} {:-<7} {:->8} {:->9}",
+            "", "", "", "", "", "", "", "", "", "", "", ""
         );
-        for nsd in cfg
-            .nsds
-            .iter()
-            .filter(|n| fs.chain_tables.iter().any(|t| t.pool == n.pool))
-        {
+        let fs = cfg.filesystem(&args.name).unwrap_or(fs);
+        for nsd in cfg.nsds.iter().filter(|n| fs.uses(n.id)) {
             let server = cfg
                 .node(nsd.node)
                 .map(|n| format!("{} ({})", n.name, n.addr))
@@ -79,15 +81,27 @@ pub fn run(args: DiskListArgs) -> Result<()> {
             let stat = stats.iter().find(|s| s.nsd == nsd.id);
             let answers = stat.is_some_and(|s| s.healthy);
             // Resync progress, while its node brings it up to date.
+            let filling = fs
+                .chain_tables
+                .iter()
+                .flat_map(|t| &t.chains)
+                .filter(|c| c.joining().any(|j| j == nsd.id))
+                .count();
+            let member = fs
+                .chain_tables
+                .iter()
+                .flat_map(|t| &t.chains)
+                .filter(|c| c.nsds.contains(&nsd.id))
+                .count();
             let (to_sync, synced) = match stat {
-                Some(s) if nsd.status == weft_proto::config::DiskStatus::Recovering => (
+                Some(s) if nsd.status == weft_proto::config::DiskStatus::Recovering || filling > 0 => (
                     s.to_sync.to_string(),
                     format!("{:.1}", s.synced_bytes as f64 / 1048576.0),
                 ),
                 _ => ("-".to_string(), "-".to_string()),
             };
             println!(
-                "{:<12} {:<22} {:>7} {:<8} {:<5} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
+                "{:<12} {:<22} {:>7} {:<8} {:<5} {:>6} {:<10} {:<12} {:<10} {:<7} {:>8} {:>9}",
                 nsd.name,
                 server,
                 nsd.failure_group,
@@ -97,6 +111,11 @@ pub fn run(args: DiskListArgs) -> Result<()> {
                     "no"
                 },
                 if nsd.usage.holds_data() { "yes" } else { "no" },
+                if filling > 0 {
+                    format!("{member}+{filling}")
+                } else {
+                    member.to_string()
+                },
                 nsd.status.as_str(),
                 match nsd.availability {
                     Availability::Ready => "ready",

@@ -195,11 +195,7 @@ pub fn assess(
     let fs_of = |nsd: u32| {
         cfg.filesystems
             .iter()
-            .find(|f| {
-                f.chain_tables
-                    .iter()
-                    .any(|t| t.chains.iter().any(|c| c.nsds.contains(&nsd)))
-            })
+            .find(|f| f.uses(nsd))
             .map_or_else(|| "FS".to_string(), |f| f.name.clone())
     };
     for d in &cfg.nsds {
@@ -438,9 +434,7 @@ mod tests {
             availability: Availability::Ready,
         };
         let chains = (1..=2u32)
-            .map(|h| Chain {
-                nsds: (0..replicas as u32).map(|k| (h - 1 + k) % 2 + 1).collect(),
-            })
+            .map(|h| Chain::of((0..replicas as u32).map(|k| (h - 1 + k) % 2 + 1).collect()))
             .collect();
         ClusterConfig {
             format_version: 1,
@@ -470,6 +464,7 @@ mod tests {
                     version: 1,
                     chains,
                 }],
+                spares: Vec::new(),
             }],
         }
     }
@@ -487,6 +482,7 @@ mod tests {
             healthy: true,
             to_sync: 0,
             synced_bytes: 0,
+            resynced_total: 0,
         }
     }
 

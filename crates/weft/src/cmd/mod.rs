@@ -7,6 +7,7 @@ pub mod health;
 pub mod nsd_check;
 pub mod perf;
 mod perf_hard;
+pub mod restripe;
 pub mod stats;
 pub mod up;
 pub mod up_nodes;

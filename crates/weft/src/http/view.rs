@@ -39,15 +39,9 @@ fn stat_of<'a>(g: &'a Gathered, nsd: &weft_proto::config::NsdInfo) -> Option<&'a
         .find(|s| s.nsd == nsd.id)
 }
 
-/// The NSDs of file system `fs` (those in its chain tables).
+/// The NSDs of file system `fs` (in its chain tables, or spares).
 fn fs_nsds(cfg: &ClusterConfig, fs: &weft_proto::config::FsInfo) -> Vec<weft_proto::types::NsdId> {
-    let mut ids: Vec<_> = fs
-        .chain_tables
-        .iter()
-        .flat_map(|t| t.chains.iter().flat_map(|c| c.nsds.iter().copied()))
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
+    let mut ids: Vec<_> = fs.nsd_ids().into_iter().collect();
     ids.retain(|id| cfg.nsd(*id).is_some());
     ids
 }

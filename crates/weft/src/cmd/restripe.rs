@@ -1,0 +1,336 @@
+//! `weft restripe FS -r` (like `mmrestripefs -r`) and `weft disk delete`
+//! (like `mmdeldisk`): copies move off suspended, down or stopped disks onto
+//! other disks of the file system, and the command shows how far the move is
+//! until every copy has arrived.
+//!
+//! The cluster manager plans the moves (`weft_quorum::restripe`); the nodes
+//! of the receiving disks copy the chunks from the chains' `up` members (a
+//! resync) and report, and the manager then puts each receiving disk in the
+//! place of the one it replaces. Files stay readable and writable meanwhile.
+//! The command only watches: interrupted, the moves go on in the background
+//! and `weft disk list` shows them.
+//!
+//! `weft disk delete` suspends the disks, moves their copies, waits for
+//! every one, then takes the disks out of the file system. A disk that
+//! holds no copy (a spare) leaves at once.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use weft_client::Cluster;
+use weft_proto::config::{Availability, ClusterConfig};
+use weft_proto::msg::{ConfigChange, QuorumRequest};
+use weft_proto::types::NsdId;
+use weft_proto::Response;
+use weft_quorum::restripe::{moves_of, restripe as plan};
+
+use crate::admin;
+use crate::Target;
+
+#[derive(clap::Args)]
+pub struct RestripeArgs {
+    /// File system name.
+    name: String,
+    /// Move every copy off suspended, down and stopped disks, so each chain
+    /// is back to its replicas on disks that are up and ready.
+    #[arg(short = 'r', required = true)]
+    replicate: bool,
+    /// Start the moves and return without waiting for them.
+    #[arg(long)]
+    no_wait: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct DiskDeleteArgs {
+    /// File system name.
+    name: String,
+    /// NSD names.
+    #[arg(required = true)]
+    disks: Vec<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// How often the move's progress is looked at.
+const POLL: Duration = Duration::from_secs(1);
+/// How often a progress line is printed when not on a terminal.
+const LINE_EVERY: Duration = Duration::from_secs(5);
+
+async fn change(cluster: &Cluster, change: ConfigChange) -> Result<ClusterConfig> {
+    match cluster.call_manager(QuorumRequest::Change(change)).await? {
+        Response::Config(c) => Ok(*c),
+        Response::Error(e) => bail!("{}", e.message),
+        other => bail!("the cluster manager answered {other:?}"),
+    }
+}
+
+fn name_of(cfg: &ClusterConfig, id: NsdId) -> String {
+    cfg.nsd(id)
+        .map_or_else(|| format!("NSD {id}"), |n| n.name.clone())
+}
+
+/// Copies the manager could not place (from a dry run of the planner on
+/// `cfg`), limited to `only` when not empty.
+fn stuck(cfg: &ClusterConfig, fs: &str, only: &[String]) -> Vec<String> {
+    let mut c = cfg.clone();
+    match plan(&mut c, fs, only) {
+        Ok(p) => p.stuck,
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+/// `weft restripe FS -r`.
+pub fn run(args: RestripeArgs) -> Result<()> {
+    debug_assert!(args.replicate);
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        let (before, started) = (copied_totals(&cluster).await, Instant::now());
+        let cfg = change(
+            &cluster,
+            ConfigChange::Restripe {
+                fs: args.name.clone(),
+                nsds: Vec::new(),
+            },
+        )
+        .await?;
+        let Some(fs) = cfg.filesystem(&args.name) else {
+            bail!("file system {} does not exist", args.name);
+        };
+        let moves = moves_of(fs);
+        for (pool, chain, m) in &moves {
+            println!(
+                "chain {chain} of pool {pool}: copy on {} moves to {}",
+                name_of(&cfg, m.from),
+                name_of(&cfg, m.to)
+            );
+        }
+        let left = stuck(&cfg, &args.name, &[]);
+        for s in &left {
+            eprintln!("weft: cannot move: {s}");
+        }
+        if moves.is_empty() {
+            if left.is_empty() {
+                println!(
+                    "weft: {}: nothing to move; every copy is on an up, ready disk",
+                    args.name
+                );
+                return Ok(());
+            }
+            bail!("nothing could be moved");
+        }
+        if args.no_wait {
+            println!(
+                "weft: {} copies moving in the background; `weft disk list {}` shows them",
+                moves.len(),
+                args.name
+            );
+            return Ok(());
+        }
+        wait(&cluster, &args.name, &[], before, started).await?;
+        if !left.is_empty() {
+            bail!("{} copies could not be moved (above)", left.len());
+        }
+        Ok(())
+    })
+}
+
+/// `weft disk suspend|resume FS NSD...`.
+pub fn availability(args: DiskDeleteArgs, availability: Availability) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        change(
+            &cluster,
+            ConfigChange::SetAvailability {
+                fs: args.name.clone(),
+                nsds: args.disks.clone(),
+                availability,
+            },
+        )
+        .await?;
+        let word = match availability {
+            Availability::Ready => "ready",
+            Availability::Suspended => "suspended",
+        };
+        for d in &args.disks {
+            println!("{d}: {word}");
+        }
+        if availability == Availability::Suspended {
+            println!(
+                "weft: copies stay on them until `weft restripe {} -r` moves them off",
+                args.name
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `weft disk delete FS NSD...`.
+pub fn delete(args: DiskDeleteArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        let fs = args.name.clone();
+        change(
+            &cluster,
+            ConfigChange::SetAvailability {
+                fs: fs.clone(),
+                nsds: args.disks.clone(),
+                availability: Availability::Suspended,
+            },
+        )
+        .await?;
+        let (before, started) = (copied_totals(&cluster).await, Instant::now());
+        let cfg = change(
+            &cluster,
+            ConfigChange::Restripe {
+                fs: fs.clone(),
+                nsds: args.disks.clone(),
+            },
+        )
+        .await;
+        let cfg = match cfg {
+            Ok(c) => c,
+            Err(e) => bail!(
+                "{e}\nthe disks stay in {fs}, suspended; `weft disk resume {fs} {}` takes them back",
+                args.disks.join(" ")
+            ),
+        };
+        let left = stuck(&cfg, &fs, &args.disks);
+        if !left.is_empty() {
+            bail!(
+                "cannot delete: {}\nthe copies that could move are moving; the disks stay in {fs}, suspended",
+                left.join("; ")
+            );
+        }
+        wait(&cluster, &fs, &args.disks, before, started).await?;
+        change(
+            &cluster,
+            ConfigChange::RemoveDisks {
+                fs: fs.clone(),
+                nsds: args.disks.clone(),
+            },
+        )
+        .await?;
+        println!("weft: deleted {} from {fs}", args.disks.join(", "));
+        Ok(())
+    })
+}
+
+/// Bytes resyncs copied onto each NSD so far, as their servers count them.
+async fn copied_totals(cluster: &Cluster) -> BTreeMap<NsdId, u64> {
+    let (stats, _) = cluster.nsd_stats_partial().await;
+    stats.iter().map(|s| (s.nsd, s.resynced_total)).collect()
+}
+
+/// Bytes copied onto the receiving NSDs since `before` was read (a server
+/// that restarted counts from zero).
+#[derive(Default)]
+struct Copied {
+    before: BTreeMap<NsdId, u64>,
+    now: BTreeMap<NsdId, u64>,
+}
+
+impl Copied {
+    fn see(&mut self, nsd: NsdId, total: u64) {
+        self.now.insert(nsd, total);
+    }
+
+    fn bytes(&self) -> u64 {
+        self.now
+            .iter()
+            .map(|(nsd, now)| {
+                let before = self.before.get(nsd).copied().unwrap_or(0);
+                now.checked_sub(before).unwrap_or(*now)
+            })
+            .sum()
+    }
+}
+
+/// Waits until file system `fs` has no move left (of copies on `only`, when
+/// not empty), showing progress; then prints what was moved and how fast.
+async fn wait(
+    cluster: &Cluster,
+    fs: &str,
+    only: &[String],
+    before: BTreeMap<NsdId, u64>,
+    started: Instant,
+) -> Result<()> {
+    let tty = std::io::stderr().is_terminal();
+    let mut copied = Copied {
+        before,
+        now: BTreeMap::new(),
+    };
+    let mut last_line = Instant::now();
+    let mut first = None;
+    loop {
+        let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
+        let Some(info) = cfg.filesystem(fs) else {
+            bail!("file system {fs} does not exist any more");
+        };
+        let ids: Vec<NsdId> = only
+            .iter()
+            .filter_map(|n| cfg.nsds.iter().find(|d| &d.name == n).map(|d| d.id))
+            .collect();
+        let moves: Vec<_> = moves_of(info)
+            .into_iter()
+            .filter(|(_, _, m)| ids.is_empty() || ids.contains(&m.from))
+            .collect();
+        let total = *first.get_or_insert(moves.len());
+        let (stats, _) = cluster.nsd_stats_partial().await;
+        let mut to_copy = 0;
+        for (_, _, m) in &moves {
+            if let Some(s) = stats.iter().find(|s| s.nsd == m.to) {
+                to_copy += s.to_sync;
+            }
+        }
+        // Every NSD that received copies, including those whose moves ended.
+        for s in &stats {
+            if copied.now.contains_key(&s.nsd) || moves.iter().any(|(_, _, m)| m.to == s.nsd) {
+                copied.see(s.nsd, s.resynced_total);
+            }
+        }
+        // `weft disk delete`: done when no chain holds the disks any more.
+        let held = ids.iter().any(|id| info.in_chains(*id));
+        let done = moves.is_empty() && !held;
+        let secs = started.elapsed().as_secs_f64();
+        let mib = copied.bytes() as f64 / 1048576.0;
+        let line = format!(
+            "restripe {fs}: {}/{} copies moved, {to_copy} chunks to copy in this pass, {mib:.1} MiB copied ({:.1} MiB/s)",
+            total.saturating_sub(moves.len()),
+            total,
+            mib / secs.max(1e-3)
+        );
+        if tty {
+            let width = 30;
+            let filled = (width * total.saturating_sub(moves.len()))
+                .checked_div(total)
+                .unwrap_or(width);
+            eprint!(
+                "\r[{}{}] {line}\x1b[K",
+                "#".repeat(filled),
+                "-".repeat(width - filled)
+            );
+            let _ = std::io::stderr().flush();
+        } else if done || last_line.elapsed() >= LINE_EVERY {
+            eprintln!("{line}");
+            last_line = Instant::now();
+        }
+        if done {
+            if tty {
+                eprintln!();
+            }
+            println!(
+                "weft: restripe of {fs} done: {total} copies moved in {secs:.1} s, {mib:.1} MiB copied ({:.1} MiB/s)",
+                mib / secs.max(1e-3)
+            );
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

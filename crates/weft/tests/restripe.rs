@@ -1,0 +1,248 @@
+//! Moving copies between disks (`weft disk add|delete`, `weft restripe -r`)
+//! over network-namespace hosts running real `weft` processes: q1 (quorum,
+//! meta), clients, s1..s4 with nsd1..nsd4 in failure groups 1..4, fs1 with
+//! `-r 2`, and a fifth NSD host s5 that joins later.
+//!
+//! - `a_deleted_disk_moves_its_copies_while_a_client_writes`: files are
+//!   written, nsd5 is added, and `weft disk delete fs1 nsd2` runs while a
+//!   second client writes with fsyncs. The delete waits for every copy to
+//!   move; the writer sees no error; nsd2 leaves the file system; every file
+//!   reads back and every block has two identical copies on nsd1, nsd3,
+//!   nsd4 and nsd5.
+//! - `copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe`: s3 is killed;
+//!   `weft restripe fs1 -r` puts nsd3's copies on the spare nsd5, so every
+//!   block has two copies again without s3. When s3 returns, its leftover
+//!   chunks are removed (still exactly two copies per block), and `weft disk
+//!   delete` takes the empty nsd3 out at once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/netns.rs"]
+mod netns;
+#[path = "common/replica_cluster.rs"]
+mod replica_cluster;
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use netns::{wait_until, Host};
+use replica_cluster::*;
+
+/// Longest a `weft disk delete` or `weft restripe` may take here.
+const MOVE_SECS: &str = "300";
+
+/// `weft ARGS` on `h`, killed after [`MOVE_SECS`].
+fn weft_long(c: &Cluster, h: &Host, args: &[&str]) -> Output {
+    let mut cmd = h.command("timeout");
+    cmd.args(["-s", "KILL", MOVE_SECS, env!("CARGO_BIN_EXE_weft")])
+        .args(args)
+        .arg("--data")
+        .arg(c.data(h));
+    cmd.output().expect("run timeout weft")
+}
+
+fn ok_out(o: &Output, what: &str) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{what} failed: {text}");
+    text
+}
+
+/// The `chains` column of `nsd`'s row in `weft disk list` (the word before
+/// its status), or `None` when the disk is not listed.
+fn chains_of(list: &str, nsd: &str) -> Option<String> {
+    let words: Vec<&str> = list
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(nsd))?
+        .split_whitespace()
+        .collect();
+    let at = words.iter().position(|w| STATUSES.contains(w))?;
+    Some(words[at - 1].to_string())
+}
+
+/// Host s5 joins with the nsd role and `weft disk add fs1` gives it nsd5
+/// (failure group 5); answers nsd5's directory.
+fn add_nsd5(c: &mut Cluster, clock: &Clock) -> PathBuf {
+    c.join_host("s5", "nsd");
+    let q1 = c.host("q1");
+    let dev = c.root.path().join("nsd-s5");
+    std::fs::create_dir_all(&dev).unwrap();
+    let stanza = c.root.path().join("more.stanza");
+    std::fs::write(
+        &stanza,
+        format!(
+            "%nsd: nsd=nsd5 device={} servers=s5 usage=dataAndMetadata failureGroup=5 pool=system\n",
+            dev.display()
+        ),
+    )
+    .unwrap();
+    let out = c.weft_ok(&q1, &["disk", "add", "fs1", "-F", stanza.to_str().unwrap()]);
+    assert!(out.contains("added nsd5 to fs1"), "{out}");
+    wait_until(Duration::from_secs(30), "nsd5 listed as a spare", || {
+        let o = c.weft_bounded(&q1, &["disk", "list", "fs1"]);
+        chains_of(&String::from_utf8_lossy(&o.stdout), "nsd5").as_deref() == Some("0")
+    });
+    clock.say("s5 joined; nsd5 added to fs1 as a spare");
+    dev
+}
+
+fn disk_list(c: &Cluster, h: &Host) -> String {
+    let o = c.weft_bounded(h, &["disk", "list", "fs1"]);
+    ok_out(&o, "weft disk list fs1")
+}
+
+/// Makes `c.nsds` the given NSDs (name, directory), as `check_replicas` reads them.
+fn set_nsds(c: &mut Cluster, names: &[&str], extra: &[(String, PathBuf)]) {
+    let mut all: Vec<(String, PathBuf)> = c.nsds.clone();
+    all.extend(extra.iter().cloned());
+    all.dedup_by(|a, b| a.0 == b.0);
+    c.nsds = all
+        .into_iter()
+        .filter(|(n, _)| names.contains(&n.as_str()))
+        .collect();
+}
+
+#[test]
+fn a_deleted_disk_moves_its_copies_while_a_client_writes() {
+    let clock = Clock(Instant::now());
+    let Some(mut c) = Cluster::boot("rsd", &["c1", "c2"], 2, &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let counter = AtomicU64::new(0);
+    let before = write_files(&c.mount("c1"), &specs("c1", 1000, 4, 32), 8, &counter)
+        .unwrap_or_else(|e| panic!("writer on c1: {e}"));
+    clock.say("4 x 32 MiB written through c1");
+    let dev5 = add_nsd5(&mut c, &clock);
+
+    let progress = Arc::new(AtomicU64::new(0));
+    let writer = spawn_writer(
+        c.mount("c2"),
+        specs("c2", 2000, 8, 32),
+        8,
+        Arc::clone(&progress),
+    );
+    wait_until(Duration::from_secs(60), "the writer under way", || {
+        progress.load(Ordering::Relaxed) >= 8 << 20
+    });
+    let started = Instant::now();
+    let at_start = progress.load(Ordering::Relaxed) >> 20;
+    let o = weft_long(&c, &q1, &["disk", "delete", "fs1", "nsd2"]);
+    let out = ok_out(&o, "weft disk delete fs1 nsd2");
+    clock.say(&format!(
+        "weft disk delete fs1 nsd2 took {:.1}s, while the writer on c2 went from MiB {at_start} to {}:\n{out}",
+        started.elapsed().as_secs_f64(),
+        progress.load(Ordering::Relaxed) >> 20
+    ));
+    assert!(
+        at_start < 256,
+        "the writer finished before the delete started"
+    );
+    assert!(out.contains("restripe of fs1 done"), "{out}");
+    assert!(out.contains("deleted nsd2 from fs1"), "{out}");
+    let during = join_writers(vec![("c2".into(), writer)], Duration::from_secs(240));
+    clock.say("the writer on c2 finished without an error");
+
+    let list = disk_list(&c, &q1);
+    assert_eq!(chains_of(&list, "nsd2"), None, "nsd2 still listed:\n{list}");
+    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("2"), "{list}");
+    for n in ["nsd1", "nsd3", "nsd4"] {
+        assert_eq!(chains_of(&list, n).as_deref(), Some("2"), "{list}");
+    }
+
+    let mut files = before;
+    files.extend(during.into_iter().flat_map(|(_, f)| f));
+    verify_files(&c.mount("c1"), &files);
+    verify_files(&c.mount("c2"), &files);
+    clock.say("every file reads back through both clients");
+    set_nsds(
+        &mut c,
+        &["nsd1", "nsd3", "nsd4", "nsd5"],
+        &[("nsd5".into(), dev5)],
+    );
+    let n = check_replicas(&c, &c.mount("c1"), &files, 2);
+    clock.say(&format!(
+        "{n} chunk files checked: two identical copies of every block, none on nsd2"
+    ));
+    for (client, m) in c.mounts.clone() {
+        c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
+    }
+}
+
+#[test]
+fn copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe() {
+    let clock = Clock(Instant::now());
+    let Some(mut c) = Cluster::boot("rsr", &["c1"], 2, &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let s3 = c.host("s3");
+    let dev5 = add_nsd5(&mut c, &clock);
+    let counter = AtomicU64::new(0);
+    let files = write_files(&c.mount("c1"), &specs("c1", 3000, 6, 32), 8, &counter)
+        .unwrap_or_else(|e| panic!("writer on c1: {e}"));
+    clock.say("6 x 32 MiB written");
+
+    c.procs.remove("s3").unwrap().kill9().unwrap();
+    c.wait_status(&q1, "nsd3", &["down"], Duration::from_secs(30));
+    clock.say("s3 killed; nsd3 down");
+
+    let started = Instant::now();
+    let o = weft_long(&c, &q1, &["restripe", "fs1", "-r"]);
+    let out = ok_out(&o, "weft restripe fs1 -r");
+    clock.say(&format!(
+        "weft restripe fs1 -r took {:.1}s:\n{out}",
+        started.elapsed().as_secs_f64()
+    ));
+    assert!(out.contains("moves to nsd5"), "{out}");
+    assert!(
+        out.contains("restripe of fs1 done: 2 copies moved"),
+        "{out}"
+    );
+    // 6 files of 8 blocks, 2 of every 4 blocks on chains 1 and 2: 96 MiB.
+    assert!(out.contains(", 96.0 MiB copied"), "{out}");
+    let list = disk_list(&c, &q1);
+    assert_eq!(chains_of(&list, "nsd3").as_deref(), Some("0"), "{list}");
+    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("2"), "{list}");
+    // Nothing left to do.
+    let o = weft_long(&c, &q1, &["restripe", "fs1", "-r"]);
+    assert!(ok_out(&o, "weft restripe again").contains("nothing to move"));
+
+    verify_files(&c.mount("c1"), &files);
+    let dev3 = c.nsds.iter().find(|(n, _)| n == "nsd3").unwrap().clone();
+    set_nsds(
+        &mut c,
+        &["nsd1", "nsd2", "nsd4", "nsd5"],
+        &[("nsd5".into(), dev5.clone())],
+    );
+    let n = check_replicas(&c, &c.mount("c1"), &files, 2);
+    clock.say(&format!(
+        "{n} chunk files checked: two copies of every block without s3"
+    ));
+
+    // s3 returns: its disk resyncs, which removes the copies that moved.
+    let (p, _) = c.start(&s3, &["node", "run"]);
+    c.procs.insert("s3".into(), p);
+    c.nsds.push(dev3);
+    c.wait_status(&q1, "nsd3", &["up"], Duration::from_secs(120));
+    clock.say("s3 back; nsd3 up");
+    let n = check_replicas(&c, &c.mount("c1"), &files, 2);
+    clock.say(&format!(
+        "{n} chunk files checked: nsd3's leftover copies are gone"
+    ));
+
+    let o = weft_long(&c, &q1, &["disk", "delete", "fs1", "nsd3"]);
+    let out = ok_out(&o, "weft disk delete fs1 nsd3");
+    assert!(out.contains("deleted nsd3 from fs1"), "{out}");
+    assert_eq!(chains_of(&disk_list(&c, &q1), "nsd3"), None);
+    verify_files(&c.mount("c1"), &files);
+    for (client, m) in c.mounts.clone() {
+        c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
+    }
+}
