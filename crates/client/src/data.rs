@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use weft_net::Peer;
 use weft_proto::config::{ClusterConfig, FsInfo};
 use weft_proto::layout::Layout;
@@ -21,7 +21,7 @@ use weft_proto::types::{ChunkId, Ino, NsdId};
 use weft_proto::{NsdRequest, Request, Response};
 
 use crate::cluster::{unexpected, Cluster};
-use crate::route::{classify, route, Failure, Route, FAILOVER_DEADLINE};
+use crate::route::{classify, route, Failure, Route, FAILOVER_DEADLINE, NOT_SERVING_GRACE};
 use crate::ClientError;
 
 /// Identity of one file's data: what every chunk id is made of.
@@ -57,6 +57,8 @@ struct BlockChange<'a> {
 struct Trouble {
     stale: bool,
     unreachable: Vec<(NsdId, u64, String)>,
+    /// Members whose node does not serve them yet.
+    not_serving: Vec<(NsdId, u64, String)>,
 }
 
 impl Trouble {
@@ -68,13 +70,14 @@ impl Trouble {
             Failure::Unreachable(why) | Failure::Damaged(why) => {
                 self.unreachable.push((nsd, version, why))
             }
+            Failure::NotServing(why) => self.not_serving.push((nsd, version, why)),
             Failure::Fatal(e) => return Err(e),
         }
         Ok(())
     }
 
     fn is_clear(&self) -> bool {
-        !self.stale && self.unreachable.is_empty()
+        !self.stale && self.unreachable.is_empty() && self.not_serving.is_empty()
     }
 }
 
@@ -125,6 +128,12 @@ impl DataPath {
         what: &'static str,
     ) -> Result<(), ClientError> {
         let mut last = String::from("the chain table changed");
+        let mut trouble = trouble;
+        if started.elapsed() >= NOT_SERVING_GRACE {
+            trouble.unreachable.append(&mut trouble.not_serving);
+        } else if let Some((nsd, _, why)) = trouble.not_serving.first() {
+            debug!(nsd, error = %why, request = what, "NSD not served yet; resending");
+        }
         for (nsd, version, why) in &trouble.unreachable {
             warn!(nsd, version, error = %why, request = what, "NSD failed a request; reporting it");
             self.cluster.report_disk_failed(*nsd, *version, why).await;
@@ -138,6 +147,14 @@ impl DataPath {
                     FAILOVER_DEADLINE.as_secs()
                 ),
             ));
+        }
+        if !trouble.stale && trouble.unreachable.is_empty() {
+            // Only members not served yet: their nodes open them soon.
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            if let Err(e) = self.cluster.refresh().await {
+                warn!(error = %e, "cannot fetch the configuration");
+            }
+            return Ok(());
         }
         let waited = Instant::now();
         while waited.elapsed() < std::time::Duration::from_secs(2) {

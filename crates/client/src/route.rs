@@ -16,7 +16,9 @@
 //! marks it down (unless it is the chain's last `up` member); the request is
 //! then sent again under the new table. An NSD that refuses a request routed
 //! by an old table (`ChainChanged`) makes the writer fetch the configuration
-//! and resend. Any other failure (no space, a bad request) goes back to the
+//! and resend. A node that does not serve the NSD yet (`NotServing`: it has
+//! not learned of a new file system or disk, or is still opening it) is
+//! given a grace period before it is reported. Any other failure (no space, a bad request) goes back to the
 //! application.
 
 use std::time::Duration;
@@ -32,6 +34,11 @@ use crate::ClientError;
 /// How long a request keeps being resent while its chain's members fail
 /// before the failure goes back to the application.
 pub(crate) const FAILOVER_DEADLINE: Duration = Duration::from_secs(120);
+
+/// How long a member whose node does not serve it yet is waited for before
+/// it is reported: a node learns of a new file system's or a newly added
+/// disk within a heartbeat (at most 3 s) and opens it then.
+pub(crate) const NOT_SERVING_GRACE: Duration = Duration::from_secs(10);
 
 /// The members of one block's chain, by part, under one table version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +120,10 @@ pub(crate) enum Failure {
     Stale,
     /// The member could not be reached: report it, then resend.
     Unreachable(String),
+    /// The member's node does not serve it yet (it has not learned of it,
+    /// or is still opening it): resend for [`NOT_SERVING_GRACE`], then
+    /// report it as unreachable.
+    NotServing(String),
     /// This replica is damaged (checksum or header): read another.
     Damaged(String),
     /// Anything else: the application gets it.
@@ -123,7 +134,8 @@ pub(crate) fn classify(e: ClientError) -> Failure {
     match &e {
         ClientError::Net(NetError::Remote(r)) => match r.kind {
             ErrorKind::ChainChanged => Failure::Stale,
-            // A node that serves no such NSD (yet): as good as unreachable.
+            ErrorKind::NotServing => Failure::NotServing(e.to_string()),
+            // A forwarder that could not reach the next member says so.
             ErrorKind::NoService => Failure::Unreachable(e.to_string()),
             ErrorKind::Io => Failure::Damaged(e.to_string()),
             _ => Failure::Fatal(e),
@@ -207,6 +219,14 @@ mod tests {
         assert!(matches!(
             classify(remote(ErrorKind::Io)),
             Failure::Damaged(_)
+        ));
+        assert!(matches!(
+            classify(remote(ErrorKind::NotServing)),
+            Failure::NotServing(_)
+        ));
+        assert!(matches!(
+            classify(remote(ErrorKind::NoService)),
+            Failure::Unreachable(_)
         ));
         assert!(matches!(
             classify(remote(ErrorKind::NoSpace)),

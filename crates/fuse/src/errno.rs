@@ -26,7 +26,7 @@ pub fn errno(kind: ErrorKind) -> i32 {
         ErrorKind::Busy => libc::EBUSY,
         ErrorKind::Unsupported => libc::ENOTSUP,
         ErrorKind::Loop => libc::ELOOP,
-        ErrorKind::NoService => libc::EIO,
+        ErrorKind::NoService | ErrorKind::NotServing => libc::EIO,
         // A configuration change without quorum: the application may retry.
         ErrorKind::NoQuorum => libc::EAGAIN,
         ErrorKind::Stale => libc::ESTALE,
@@ -80,6 +80,7 @@ mod tests {
             (ErrorKind::Unsupported, libc::ENOTSUP),
             (ErrorKind::Loop, libc::ELOOP),
             (ErrorKind::NoService, libc::EIO),
+            (ErrorKind::NotServing, libc::EIO),
             (ErrorKind::NoQuorum, libc::EAGAIN),
             (ErrorKind::Stale, libc::ESTALE),
             (ErrorKind::Quota, libc::EDQUOT),

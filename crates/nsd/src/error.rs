@@ -203,7 +203,7 @@ impl RequestError {
     /// The POSIX class of the failure, as the client sees it.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RequestError::UnknownNsd { .. } => ErrorKind::NoService,
+            RequestError::UnknownNsd { .. } => ErrorKind::NotServing,
             RequestError::OutOfBlock { .. } => ErrorKind::Invalid,
             RequestError::NoSpace { .. } | RequestError::DiskFull { .. } => ErrorKind::NoSpace,
             RequestError::Checksum { .. }

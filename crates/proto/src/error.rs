@@ -72,6 +72,9 @@ pub enum ErrorKind {
     /// The chain table changed under the request (a member went down or
     /// came back): fetch the configuration again and resend.
     ChainChanged,
+    /// The node serves no such NSD (yet): a node opens the NSDs the
+    /// configuration gives it once it learns of them. Resend a little later.
+    NotServing,
 }
 
 impl ErrorKind {
@@ -80,7 +83,10 @@ impl ErrorKind {
     pub fn is_retryable(self) -> bool {
         matches!(
             self,
-            ErrorKind::NoQuorum | ErrorKind::NoService | ErrorKind::ChainChanged
+            ErrorKind::NoQuorum
+                | ErrorKind::NoService
+                | ErrorKind::ChainChanged
+                | ErrorKind::NotServing
         )
     }
 }

@@ -933,11 +933,11 @@ fn reads_skip_a_disk_whose_directory_vanished() {
 
 /// Right after `weft fs create` the file system's disks are `up`: a write
 /// that comes at once must not find a disk's server not serving it yet
-/// (`NoService`), which takes the disk down and resyncs it for nothing.
-/// The window is short (until each NSD node's next look at the
-/// configuration): this test catches it only in some runs.
+/// (`NotServing`) and take the disk down, which resyncs it for nothing:
+/// the writer resends for a grace period instead. The window is short
+/// (until each NSD node's next look at the configuration): before the
+/// grace period this test failed only in some runs.
 #[test]
-#[ignore = "start-up race: a disk is up before its server opened it (docs/replication.md, known problems)"]
 fn a_new_file_system_takes_writes_at_once() {
     let clock = Clock(Instant::now());
     let Some(c) = Cluster::boot_with("new", &["c1", "c2"], REPLICAS, &clock, false) else {

@@ -124,7 +124,7 @@ fn out_of_block_and_unknown_nsd_are_refused() {
     let err = error_of(e.truncate(1, chunk(1, 0), BS + 1));
     assert_eq!(err.kind, ErrorKind::Invalid);
     let err = error_of(e.write(77, chunk(1, 0), 0, &[1]));
-    assert_eq!(err.kind, ErrorKind::NoService);
+    assert_eq!(err.kind, ErrorKind::NotServing);
     assert!(err.message.contains("77"), "{}", err.message);
     assert!(e.server.chunk_path(77, &chunk(1, 0)).is_none());
 }

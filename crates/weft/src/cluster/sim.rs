@@ -81,6 +81,9 @@ struct World {
     trace: Mutex<Vec<String>>,
     /// Chain writes the servers forwarded.
     forwarded: std::sync::atomic::AtomicU64,
+    /// Server nodes that do not serve their NSDs yet, until when (as a node
+    /// that has not learned of a new file system has not opened them).
+    not_serving: Mutex<BTreeMap<String, tokio::time::Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -175,6 +178,18 @@ impl World {
         if addr == QUORUM {
             if let Request::Quorum(q) = req {
                 return (self.quorum(q), Bytes::new());
+            }
+        }
+        if let Request::Nsd(_) = &req {
+            if lock(&self.not_serving)
+                .get(addr)
+                .is_some_and(|until| tokio::time::Instant::now() < *until)
+            {
+                let e = weft_proto::RemoteError::new(
+                    weft_proto::ErrorKind::NotServing,
+                    format!("{addr} does not serve its NSDs yet"),
+                );
+                return (Response::Error(e), Bytes::new());
             }
         }
         // Nodes learn configuration changes late, but learn them.
@@ -424,6 +439,7 @@ fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
         broken: Mutex::new(Vec::new()),
         trace: Mutex::new(Vec::new()),
         forwarded: std::sync::atomic::AtomicU64::new(0),
+        not_serving: Mutex::new(BTreeMap::new()),
     })
 }
 
@@ -579,6 +595,18 @@ fn client_of(world: &Arc<World>, name: &str) -> Result<Arc<Client>, String> {
     Client::with_config(cluster, "fs1", cfg).map_err(|e| format!("client: {e}"))
 }
 
+/// Each server node forwards chain writes through its own endpoint (on
+/// the current runtime).
+fn start_forwarders(world: &Arc<World>) {
+    for addr in SERVERS {
+        let w = Arc::downgrade(world);
+        let config: crate::barrier::ConfigSource =
+            Arc::new(move || w.upgrade().map(|w| w.config()));
+        let f = crate::chain::Forwarder::new(Arc::new(pool(world, addr)), config);
+        world.routers[addr].set_forwarder(Arc::new(f), tokio::runtime::Handle::current());
+    }
+}
+
 /// Runs one seed; what went wrong, if anything.
 fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
     // Memory-backed where the machine has it: fsyncs cost nothing there.
@@ -596,14 +624,7 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        // Each server node forwards chain writes through its own endpoint.
-        for addr in SERVERS {
-            let w = Arc::downgrade(&world);
-            let config: crate::barrier::ConfigSource =
-                Arc::new(move || w.upgrade().map(|w| w.config()));
-            let f = crate::chain::Forwarder::new(Arc::new(pool(&world, addr)), config);
-            world.routers[addr].set_forwarder(Arc::new(f), tokio::runtime::Handle::current());
-        }
+        start_forwarders(&world);
         let client = client_of(&world, "c:1")?;
         let mut model = Model { files: Vec::new() };
         for i in 0..FILES {
@@ -849,3 +870,6 @@ fn two_replicas_survive_crashes_partitions_and_loss() {
 fn three_replicas_survive_crashes_partitions_and_loss() {
     run_all(3, 40);
 }
+
+#[cfg(test)]
+mod serving;
