@@ -189,7 +189,10 @@ mod tests {
         // Chain 0 is (1, 2, 3); the copy on 3 (down) moves to 4.
         c.filesystems[0].chain_tables[0].chains[0]
             .moves
-            .push(weft_proto::config::ChainMove { from: 3, to: 4 });
+            .push(weft_proto::config::ChainMove {
+                from: Some(3),
+                to: 4,
+            });
         let layout = Layout {
             pool: 0,
             table_version: 7,

@@ -143,10 +143,11 @@ pub struct Chain {
     pub moves: Vec<ChainMove>,
 }
 
-/// One copy of a chain moving from member `from` to NSD `to`.
+/// One copy of a chain moving from member `from` to NSD `to`; a new copy
+/// (`weft fs set -r`) when `from` is `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainMove {
-    pub from: NsdId,
+    pub from: Option<NsdId>,
     pub to: NsdId,
 }
 

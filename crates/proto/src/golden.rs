@@ -514,7 +514,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -574,6 +574,14 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 nsds: vec!["nsd3".into()],
             })),
             "0202070366733101046e736433",
+        ),
+        (
+            "ConfigChange::SetReplicas",
+            quorum(QuorumRequest::Change(ConfigChange::SetReplicas {
+                fs: "fs1".into(),
+                replicas: 3,
+            })),
+            "0202080366733103",
         ),
         (
             "QuorumRequest::DiskFailed",
@@ -729,7 +737,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         (
             "Response::Config",
             response(Response::Config(Box::new(cluster_config()))),
-            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108",
+            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108",
         ),
         (
             "Response::Lock",
@@ -773,7 +781,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 seal_nonce: bytes32(0xA0),
                 sealed_secret: bytes32(0xC0),
             }),
-            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d02010205060106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
+            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
         ),
         ("Response::Epoch", response(Response::Epoch(42)), "152a"),
         (
@@ -979,7 +987,10 @@ fn fs_info() -> FsInfo {
             version: 2,
             chains: vec![Chain {
                 nsds: vec![5, 6],
-                moves: vec![ChainMove { from: 6, to: 7 }],
+                moves: vec![ChainMove {
+                    from: Some(6),
+                    to: 7,
+                }],
             }],
         }],
         spares: vec![8],
@@ -1197,6 +1208,7 @@ fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::SetAvailability { .. } => "SetAvailability",
         ConfigChange::Restripe { .. } => "Restripe",
         ConfigChange::RemoveDisks { .. } => "RemoveDisks",
+        ConfigChange::SetReplicas { .. } => "SetReplicas",
     }
 }
 

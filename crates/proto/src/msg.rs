@@ -526,6 +526,8 @@ pub enum ConfigChange {
     /// `weft disk delete`, last step: NSDs that hold no chain's data leave
     /// `fs`.
     RemoveDisks { fs: String, nsds: Vec<String> },
+    /// `weft fs set -r`: every chain of `fs` gets `replicas` copies.
+    SetReplicas { fs: String, replicas: u8 },
 }
 
 /// What `weft disk stop|start` asks of the cluster manager.

@@ -84,6 +84,9 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             crate::restripe::restripe(config, fs, nsds).map(|_| ())
         }
         ConfigChange::RemoveDisks { fs, nsds } => crate::restripe::remove_disks(config, fs, nsds),
+        ConfigChange::SetReplicas { fs, replicas } => {
+            crate::restripe::set_replicas(config, fs, *replicas).map(|_| ())
+        }
     }
 }
 

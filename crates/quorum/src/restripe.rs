@@ -13,6 +13,11 @@
 //! 3. [`finish_moves`] puts `to` in `from`'s place and bumps the version
 //!    again. An NSD that no chain holds any more becomes a spare of the
 //!    file system: `weft disk list` still shows it until `weft disk delete`.
+//!    The node of an `up` disk that left chains removes its chunks of them
+//!    (`Resyncs::clean_left`); a disk that was down does it in its resync.
+//!
+//! [`set_replicas`] (`weft fs set -r`) adds copies the same way (moves with
+//! no `from`) or drops them at once.
 //!
 //! A copy must leave a member that is suspended (`weft disk suspend`), down
 //! or stopped. Its new home is an NSD of the file system and of the chain's
@@ -22,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use weft_proto::config::{Availability, ChainMove, ClusterConfig, DiskStatus, FsInfo};
+use weft_proto::config::{Availability, Chain, ChainMove, ClusterConfig, DiskStatus, FsInfo};
 use weft_proto::types::NsdId;
 
 use crate::QuorumError;
@@ -153,6 +158,50 @@ pub struct RestripePlan {
     pub stuck: Vec<String>,
 }
 
+/// The NSD a new copy of chain `c` (of pool `pool`) goes to, when `from`
+/// (if any) leaves it: of the file system's NSDs (`candidates`), one of the
+/// pool that holds data, is `up` and ready, is not in the chain, and lies in
+/// a failure group none of the chain's other copies is in; the one holding
+/// the fewest chains, then the lowest id.
+fn pick_target(
+    snapshot: &ClusterConfig,
+    candidates: &[NsdId],
+    load: &BTreeMap<NsdId, usize>,
+    pool: &str,
+    c: &Chain,
+    from: Option<NsdId>,
+) -> Result<NsdId, Vec<u32>> {
+    let info = |id: NsdId| snapshot.nsd(id);
+    let groups: Vec<u32> = c
+        .holders()
+        .filter(|h| Some(*h) != from)
+        .filter_map(|h| info(h).map(|n| n.failure_group))
+        .collect();
+    candidates
+        .iter()
+        .copied()
+        .filter(|id| !c.holds(*id))
+        .filter(|id| {
+            info(*id).is_some_and(|n| {
+                n.pool == pool
+                    && n.usage.holds_data()
+                    && n.status == DiskStatus::Up
+                    && n.availability == Availability::Ready
+                    && !groups.contains(&n.failure_group)
+            })
+        })
+        .min_by_key(|id| (load.get(id).copied().unwrap_or(0), *id))
+        .ok_or(groups)
+}
+
+fn has_up_member(snapshot: &ClusterConfig, c: &Chain) -> bool {
+    c.nsds.iter().any(|id| {
+        snapshot
+            .nsd(*id)
+            .is_some_and(|n| n.status == DiskStatus::Up)
+    })
+}
+
 /// `weft restripe -r`: plans a move for every copy of `fs` on a member that
 /// must leave (of those named in `only`, when not empty) and is not moving
 /// yet. Tables that get a move get a new version. Refused when copies must
@@ -169,7 +218,6 @@ pub fn restripe(
         ids_of(config, only)?
     };
     let snapshot = config.clone();
-    let info = |id: NsdId| snapshot.nsd(id);
     let mut plan = RestripePlan::default();
     let mut load = load(&config.filesystems[at]);
     let candidates: Vec<NsdId> = load.keys().copied().collect();
@@ -182,47 +230,34 @@ pub fn restripe(
                 .iter()
                 .copied()
                 .filter(|m| only.is_empty() || only.contains(m))
-                .filter(|m| must_leave(&snapshot, *m) && !c.moves.iter().any(|mv| mv.from == *m))
+                .filter(|m| {
+                    must_leave(&snapshot, *m) && !c.moves.iter().any(|mv| mv.from == Some(*m))
+                })
                 .collect();
             for from in leaving {
-                let up = |id: &NsdId| info(*id).is_some_and(|n| n.status == DiskStatus::Up);
-                if !c.nsds.iter().any(up) {
+                if !has_up_member(&snapshot, c) {
                     plan.stuck.push(format!(
                         "chain {idx} of pool {}: no member is up to copy from",
                         t.pool
                     ));
                     continue;
                 }
-                let groups: Vec<u32> = c
-                    .holders()
-                    .filter(|h| *h != from)
-                    .filter_map(|h| info(h).map(|n| n.failure_group))
-                    .collect();
-                let to = candidates
-                    .iter()
-                    .copied()
-                    .filter(|id| !c.holds(*id))
-                    .filter(|id| {
-                        info(*id).is_some_and(|n| {
-                            n.pool == t.pool
-                                && n.usage.holds_data()
-                                && n.status == DiskStatus::Up
-                                && n.availability == Availability::Ready
-                                && !groups.contains(&n.failure_group)
-                        })
-                    })
-                    .min_by_key(|id| (load.get(id).copied().unwrap_or(0), *id));
-                let from_name =
-                    info(from).map_or_else(|| format!("NSD {from}"), |n| n.name.clone());
-                let Some(to) = to else {
-                    plan.stuck.push(format!(
-                        "chain {idx} of pool {}: no up, ready NSD outside failure groups {groups:?} to take the copy on {from_name} (add one with `weft disk add`)",
-                        t.pool
-                    ));
-                    continue;
+                let to = match pick_target(&snapshot, &candidates, &load, &t.pool, c, Some(from)) {
+                    Ok(to) => to,
+                    Err(groups) => {
+                        plan.stuck.push(format!(
+                            "chain {idx} of pool {}: no up, ready NSD outside failure groups {groups:?} to take the copy on {} (add one with `weft disk add`)",
+                            t.pool,
+                            name_of(&snapshot, from)
+                        ));
+                        continue;
+                    }
                 };
                 *load.entry(to).or_default() += 1;
-                let mv = ChainMove { from, to };
+                let mv = ChainMove {
+                    from: Some(from),
+                    to,
+                };
                 c.moves.push(mv);
                 plan.moved.push((t.pool.clone(), idx as u32, mv));
                 changed = true;
@@ -243,26 +278,160 @@ pub fn restripe(
     Ok(plan)
 }
 
-/// `nsd` was filled: it takes the place of every member it was replacing.
-/// Members that no chain of their file system holds any more become spares.
-/// Answers whether anything changed.
+fn name_of(config: &ClusterConfig, id: NsdId) -> String {
+    config
+        .nsd(id)
+        .map_or_else(|| format!("NSD {id}"), |n| n.name.clone())
+}
+
+/// What [`set_replicas`] planned: copies added (moves with no `from`),
+/// copies dropped (chain, NSD), and chains that cannot get their copies.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReplicaPlan {
+    pub added: Vec<(String, u32, ChainMove)>,
+    pub dropped: Vec<(String, u32, NsdId)>,
+    pub stuck: Vec<String>,
+}
+
+/// `weft fs set FS -r N`: every chain of `fs` is brought to `n` copies. A
+/// chain with fewer gets new copies (filled like moved ones, then members);
+/// a chain with more drops copies at once, those on disks that must leave
+/// first, then the last members, never its last `up` one. Refused above the
+/// file system's maximum (`-R`), or when copies are missing and none can be
+/// placed.
+pub fn set_replicas(
+    config: &mut ClusterConfig,
+    fs: &str,
+    n: u8,
+) -> Result<ReplicaPlan, QuorumError> {
+    let at = fs_index(config, fs)?;
+    let max = config.filesystems[at].max_data_replicas;
+    if n == 0 || n > max {
+        return Err(refuse(format!(
+            "-r {n}: {fs} takes 1 to {max} data replicas (its maximum, -R, is fixed at creation)"
+        )));
+    }
+    let want = usize::from(n);
+    let snapshot = config.clone();
+    let mut plan = ReplicaPlan::default();
+    let mut load = load(&config.filesystems[at]);
+    let candidates: Vec<NsdId> = load.keys().copied().collect();
+    let f = &mut config.filesystems[at];
+    f.default_data_replicas = n;
+    for t in &mut f.chain_tables {
+        let mut changed = false;
+        for (idx, c) in t.chains.iter_mut().enumerate() {
+            // Copies it will have once its moves finish.
+            let mut copies = c.nsds.len() + c.moves.iter().filter(|m| m.from.is_none()).count();
+            while copies < want {
+                if !has_up_member(&snapshot, c) {
+                    plan.stuck.push(format!(
+                        "chain {idx} of pool {}: no member is up to copy from",
+                        t.pool
+                    ));
+                    break;
+                }
+                match pick_target(&snapshot, &candidates, &load, &t.pool, c, None) {
+                    Ok(to) => {
+                        *load.entry(to).or_default() += 1;
+                        let mv = ChainMove { from: None, to };
+                        c.moves.push(mv);
+                        plan.added.push((t.pool.clone(), idx as u32, mv));
+                        copies += 1;
+                        changed = true;
+                    }
+                    Err(groups) => {
+                        plan.stuck.push(format!(
+                            "chain {idx} of pool {}: no up, ready NSD outside failure groups {groups:?} for copy {} (add one with `weft disk add`)",
+                            t.pool,
+                            copies + 1
+                        ));
+                        break;
+                    }
+                }
+            }
+            if copies > want {
+                // Copies not made yet go first.
+                while copies > want {
+                    let Some(i) = c.moves.iter().rposition(|m| m.from.is_none()) else {
+                        break;
+                    };
+                    c.moves.remove(i);
+                    copies -= 1;
+                    changed = true;
+                }
+                while copies > want {
+                    let up = |id: &NsdId| {
+                        snapshot
+                            .nsd(*id)
+                            .is_some_and(|n| n.status == DiskStatus::Up)
+                    };
+                    let ups = c.nsds.iter().filter(|m| up(m)).count();
+                    let drop = c
+                        .nsds
+                        .iter()
+                        .rev()
+                        .copied()
+                        .filter(|m| !c.moves.iter().any(|mv| mv.from == Some(*m)))
+                        .filter(|m| !up(m) || ups > 1)
+                        .min_by_key(|m| !must_leave(&snapshot, *m));
+                    let Some(drop) = drop else { break };
+                    c.nsds.retain(|m| *m != drop);
+                    plan.dropped.push((t.pool.clone(), idx as u32, drop));
+                    copies -= 1;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            t.version += 1;
+        }
+    }
+    if plan.added.is_empty() && plan.dropped.is_empty() && !plan.stuck.is_empty() {
+        return Err(refuse(format!(
+            "no copy can be added: {}",
+            plan.stuck.join("; ")
+        )));
+    }
+    let added: Vec<NsdId> = plan.added.iter().map(|(_, _, m)| m.to).collect();
+    f.spares.retain(|s| !added.contains(s));
+    let dropped: Vec<NsdId> = plan.dropped.iter().map(|(_, _, d)| *d).collect();
+    left_chains(config, at, &dropped);
+    Ok(plan)
+}
+
+/// NSDs of file system `at` that chains just let go: one no chain holds
+/// becomes a spare. (Their nodes remove the chunks of the chains they left.)
+fn left_chains(config: &mut ClusterConfig, at: usize, left: &[NsdId]) {
+    let f = &mut config.filesystems[at];
+    for from in left {
+        if !f.in_chains(*from) && !f.spares.contains(from) {
+            f.spares.push(*from);
+        }
+    }
+}
+
+/// `nsd` was filled: it takes the place of every member it was replacing
+/// (or joins the chain, for a copy added by `weft fs set -r`). Members that
+/// left are handled by `left_chains`. Answers whether anything changed.
 pub fn finish_moves(config: &mut ClusterConfig, nsd: NsdId) -> bool {
     let mut any = false;
-    for f in &mut config.filesystems {
+    for at in 0..config.filesystems.len() {
         let mut left = Vec::new();
-        for t in &mut f.chain_tables {
+        for t in &mut config.filesystems[at].chain_tables {
             let mut changed = false;
             for c in &mut t.chains {
                 let done: Vec<ChainMove> =
                     c.moves.iter().copied().filter(|m| m.to == nsd).collect();
                 for mv in done {
                     c.moves.retain(|m| *m != mv);
-                    if let Some(slot) = c.nsds.iter_mut().find(|m| **m == mv.from) {
-                        *slot = nsd;
-                    } else if !c.nsds.contains(&nsd) {
-                        c.nsds.push(nsd);
+                    let slot = mv.from.and_then(|f| c.nsds.iter().position(|m| *m == f));
+                    match slot {
+                        Some(i) => c.nsds[i] = nsd,
+                        None if !c.nsds.contains(&nsd) => c.nsds.push(nsd),
+                        None => {}
                     }
-                    left.push(mv.from);
+                    left.extend(mv.from);
                     changed = true;
                 }
             }
@@ -271,11 +440,7 @@ pub fn finish_moves(config: &mut ClusterConfig, nsd: NsdId) -> bool {
                 any = true;
             }
         }
-        for from in left {
-            if !f.in_chains(from) && !f.spares.contains(&from) {
-                f.spares.push(from);
-            }
-        }
+        left_chains(config, at, &left);
     }
     any
 }

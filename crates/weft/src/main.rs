@@ -40,7 +40,8 @@ enum Command {
         #[command(subcommand)]
         cmd: DiskCommand,
     },
-    /// Move copies off suspended, down and stopped disks (like mmrestripefs -r).
+    /// Move copies off suspended, down and stopped disks (-r), or make every
+    /// chain keep the file system's replicas (-R), like mmrestripefs.
     Restripe(cmd::restripe::RestripeArgs),
     /// Benchmarks on any path, like gpfsperf and mdtest.
     Perf(cmd::perf::PerfArgs),
@@ -104,6 +105,8 @@ enum FsCommand {
     Show(cmd::fs_show::FsShowArgs),
     /// Create a file system over NSDs of a stanza file (like mmcrfs).
     Create(cluster::admin::FsCreateArgs),
+    /// Change a file system's data replicas (like mmchfs -r).
+    Set(cmd::restripe::FsSetArgs),
 }
 
 #[derive(Subcommand)]
@@ -155,6 +158,9 @@ fn main() -> ExitCode {
         Command::Fs {
             cmd: FsCommand::Create(a),
         } => cluster::admin::fs_create(a),
+        Command::Fs {
+            cmd: FsCommand::Set(a),
+        } => cmd::restripe::fs_set(a),
         Command::Nsd { cmd } => match cmd {
             NsdCommand::Create(a) => cluster::admin::nsd_create(a),
             NsdCommand::Check(a) => cmd::nsd_check::check(a),

@@ -14,6 +14,11 @@
 //!   block has two copies again without s3. When s3 returns, its leftover
 //!   chunks are removed (still exactly two copies per block), and `weft disk
 //!   delete` takes the empty nsd3 out at once.
+//! - `more_and_fewer_replicas_on_a_live_file_system`: fs1 made with `-r 1`;
+//!   `weft fs set fs1 -r 2` and `weft restripe fs1 -R` give every block a
+//!   second identical copy in another failure group while a client writes;
+//!   `weft fs set fs1 -r 1` drops them again and the disks' nodes remove
+//!   the dropped chunks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -242,6 +247,108 @@ fn copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe() {
     assert!(out.contains("deleted nsd3 from fs1"), "{out}");
     assert_eq!(chains_of(&disk_list(&c, &q1), "nsd3"), None);
     verify_files(&c.mount("c1"), &files);
+    for (client, m) in c.mounts.clone() {
+        c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
+    }
+}
+
+/// Chunk files of every block of `files` on `c`'s NSDs: (file, block) → count.
+fn chunk_counts(c: &Cluster, mount: &std::path::Path, files: &[Written]) -> Vec<usize> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for w in files {
+        let ino = std::fs::metadata(mount.join(&w.spec.name)).unwrap().ino();
+        let blocks = (w.spec.mib * MIB).div_ceil(BLOCK);
+        let mut counts = vec![0usize; blocks as usize];
+        for (_, dev) in &c.nsds {
+            let dir = dev
+                .join("chunks")
+                .join(FS_ID)
+                .join(format!("{:02x}", ino % 256));
+            for d in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if !d
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{ino:016x}."))
+                {
+                    continue;
+                }
+                for e in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+                    if let Ok(b) = e.file_name().to_string_lossy().parse::<usize>() {
+                        if let Some(n) = counts.get_mut(b) {
+                            *n += 1;
+                        }
+                    }
+                }
+            }
+        }
+        out.extend(counts);
+    }
+    out
+}
+
+/// Waits until every block of `files` has exactly `copies` chunk files,
+/// then checks them.
+fn wait_copies(c: &Cluster, mount: &std::path::Path, files: &[Written], copies: usize) -> usize {
+    wait_until(
+        Duration::from_secs(60),
+        "the dropped copies removed",
+        || chunk_counts(c, mount, files).iter().all(|n| *n == copies),
+    );
+    check_replicas(c, mount, files, copies)
+}
+
+#[test]
+fn more_and_fewer_replicas_on_a_live_file_system() {
+    let clock = Clock(Instant::now());
+    let Some(c) = Cluster::boot("rsR", &["c1"], 1, &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let counter = AtomicU64::new(0);
+    let mut files = write_files(&c.mount("c1"), &specs("one", 4000, 4, 32), 8, &counter)
+        .unwrap_or_else(|e| panic!("writer: {e}"));
+    check_replicas(&c, &c.mount("c1"), &files, 1);
+    clock.say("4 x 32 MiB written with one copy");
+
+    let progress = Arc::new(AtomicU64::new(0));
+    let writer = spawn_writer(c.mount("c1"), specs("two", 5000, 4, 32), 8, progress);
+    let out = c.weft_ok(&q1, &["fs", "set", "fs1", "-r", "2"]);
+    assert!(out.contains("fs1 now keeps 2 data replicas"), "{out}");
+    assert_eq!(out.matches("new copy on").count(), 4, "{out}");
+    let o = weft_long(&c, &q1, &["restripe", "fs1", "-R"]);
+    let out = ok_out(&o, "weft restripe fs1 -R");
+    clock.say(&format!(
+        "weft fs set fs1 -r 2; weft restripe fs1 -R:\n{out}"
+    ));
+    assert!(
+        out.contains("restripe of fs1 done: 4 copies moved"),
+        "{out}"
+    );
+    files.extend(
+        join_writers(vec![("c1".into(), writer)], Duration::from_secs(240))
+            .into_iter()
+            .flat_map(|(_, f)| f),
+    );
+    let show = c.weft_ok(&q1, &["fs", "show", "fs1"]);
+    assert!(
+        show.lines()
+            .any(|l| l.split_whitespace().take(2).eq(["-r", "2"])),
+        "weft fs show does not say 2 replicas:\n{show}"
+    );
+    verify_files(&c.mount("c1"), &files);
+    let n = check_replicas(&c, &c.mount("c1"), &files, 2);
+    clock.say(&format!(
+        "{n} chunk files checked: two identical copies of every block"
+    ));
+
+    let out = c.weft_ok(&q1, &["fs", "set", "fs1", "-r", "1"]);
+    assert!(out.contains("4 copies dropped"), "{out}");
+    verify_files(&c.mount("c1"), &files);
+    let n = wait_copies(&c, &c.mount("c1"), &files, 1);
+    clock.say(&format!(
+        "weft fs set fs1 -r 1: {n} chunk files left, one per block"
+    ));
     for (client, m) in c.mounts.clone() {
         c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
     }

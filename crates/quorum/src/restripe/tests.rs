@@ -77,8 +77,20 @@ fn a_suspended_disk_moves_to_the_least_loaded_disk_then_leaves() {
     assert_eq!(
         moved,
         vec![
-            (0, ChainMove { from: 2, to: 5 }),
-            (1, ChainMove { from: 2, to: 5 })
+            (
+                0,
+                ChainMove {
+                    from: Some(2),
+                    to: 5
+                }
+            ),
+            (
+                1,
+                ChainMove {
+                    from: Some(2),
+                    to: 5
+                }
+            )
         ]
     );
     assert!(plan.stuck.is_empty());
@@ -123,7 +135,7 @@ fn down_copies_move_to_other_failure_groups_and_only_named_disks_move() {
     c.nsds[2].status = DiskStatus::Down; // nsd3: chains 1 (2,3) and 2 (3,4)
     c.nsds[0].availability = Availability::Suspended; // nsd1: chains 0 and 3
     let plan = restripe(&mut c.clone(), "fs1", &names(&["nsd3"])).unwrap();
-    assert!(plan.moved.iter().all(|(_, _, m)| m.from == 3));
+    assert!(plan.moved.iter().all(|(_, _, m)| m.from == Some(3)));
     assert_eq!(plan.moved.len(), 2);
     let plan = restripe(&mut c, "fs1", &[]).unwrap();
     assert_eq!(plan.moved.len(), 4);
@@ -132,7 +144,7 @@ fn down_copies_move_to_other_failure_groups_and_only_named_disks_move() {
             let groups: Vec<u32> = ch
                 .nsds
                 .iter()
-                .filter(|m| !ch.moves.iter().any(|mv| mv.from == **m))
+                .filter(|m| !ch.moves.iter().any(|mv| mv.from == Some(**m)))
                 .chain(ch.moves.iter().map(|mv| &mv.to))
                 .map(|id| c.nsd(*id).unwrap().failure_group)
                 .collect();
@@ -187,4 +199,65 @@ fn unknown_names_are_refused() {
     assert!(e.to_string().contains("nope"), "{e}");
     let e = remove_disks(&mut c, "fs1", &[]).unwrap_err();
     assert!(e.to_string().contains("at least one"), "{e}");
+}
+
+#[test]
+fn more_replicas_add_copies_in_other_failure_groups_fewer_drop_them() {
+    // One copy per chain: (1) (2) (3) (4); the maximum is 3.
+    let mut c = weft_proto::sample::cluster(4, 1);
+    let before = version(&c);
+    let plan = set_replicas(&mut c, "fs1", 2).unwrap();
+    assert_eq!(c.filesystems[0].default_data_replicas, 2);
+    assert_eq!(version(&c), before + 1);
+    let added: Vec<(u32, ChainMove)> = plan.added.iter().map(|(_, i, m)| (*i, *m)).collect();
+    // Least loaded first, then the lowest id; never the chain's own group.
+    assert_eq!(
+        added,
+        vec![
+            (0, ChainMove { from: None, to: 2 }),
+            (1, ChainMove { from: None, to: 1 }),
+            (2, ChainMove { from: None, to: 4 }),
+            (3, ChainMove { from: None, to: 3 }),
+        ]
+    );
+    assert!(plan.dropped.is_empty() && plan.stuck.is_empty());
+    assert_eq!(chains(&c), vec![vec![1], vec![2], vec![3], vec![4]]);
+    // Asking again while the copies are made adds nothing.
+    let again = set_replicas(&mut c, "fs1", 2).unwrap();
+    assert!(again.added.is_empty() && again.dropped.is_empty());
+    for nsd in 1..=4 {
+        finish_moves(&mut c, nsd);
+    }
+    assert_eq!(
+        chains(&c),
+        vec![vec![1, 2], vec![2, 1], vec![3, 4], vec![4, 3]]
+    );
+    // Down to one: the last members go at once, never a chain's last up one.
+    c.nsds[0].status = DiskStatus::Down;
+    let plan = set_replicas(&mut c, "fs1", 1).unwrap();
+    assert_eq!(
+        chains(&c),
+        vec![vec![2], vec![2], vec![3], vec![4]],
+        "chain 0 keeps its up member, chain 1 drops its down one"
+    );
+    assert_eq!(plan.dropped.len(), 4);
+    assert_eq!(c.filesystems[0].spares, vec![1], "nsd1 holds no chain now");
+}
+
+#[test]
+fn replicas_beyond_the_maximum_or_the_failure_groups_are_refused() {
+    let mut c = weft_proto::sample::cluster(2, 1);
+    c.filesystems[0].max_data_replicas = 2;
+    let e = set_replicas(&mut c, "fs1", 3).unwrap_err();
+    assert!(e.to_string().contains("1 to 2"), "{e}");
+    let e = set_replicas(&mut c, "fs1", 0).unwrap_err();
+    assert!(e.to_string().contains("-r 0"), "{e}");
+    // Two failure groups cannot hold three copies.
+    c.filesystems[0].max_data_replicas = 3;
+    set_replicas(&mut c, "fs1", 2).unwrap();
+    for nsd in 1..=2 {
+        finish_moves(&mut c, nsd);
+    }
+    let e = set_replicas(&mut c, "fs1", 3).unwrap_err();
+    assert!(e.to_string().contains("no copy can be added"), "{e}");
 }

@@ -531,6 +531,7 @@ async fn serve_node(
                     continue;
                 }
                 epoch = c.epoch;
+                resyncs.clean_left(&current, &c, cfg.node_id, &resync_pool);
                 current = c.clone();
                 quorum_addrs = c
                     .nodes

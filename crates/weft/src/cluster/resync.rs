@@ -65,6 +65,8 @@ pub struct Resyncs {
     /// while this node has not learned that the disk is up.
     done: Arc<Mutex<BTreeMap<NsdId, u64>>>,
     progress: Option<Progress>,
+    /// Removals of the chunks of chains that let go of an `up` NSD.
+    cleanups: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Drop for Resyncs {
@@ -75,6 +77,13 @@ impl Drop for Resyncs {
             Err(p) => p.into_inner(),
         };
         for (_, (_, task)) in std::mem::take(running) {
+            task.abort();
+        }
+        let cleanups = match self.cleanups.get_mut() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        for task in cleanups.drain(..) {
             task.abort();
         }
     }
@@ -104,6 +113,47 @@ impl Resyncs {
             running: Mutex::default(),
             done: Arc::default(),
             progress: Some(progress),
+            cleanups: Mutex::default(),
+        }
+    }
+
+    /// The configuration went from `old` to `new`: for every `up` NSD of
+    /// node `me` that chains let go of (a copy moved away, or `weft fs set
+    /// -r` dropped it), removes its chunks of those chains in the background.
+    /// Writes to them are refused already (the chain tables' versions grew).
+    /// A disk that is not `up` is cleaned by its resync instead.
+    pub fn clean_left(
+        &self,
+        old: &ClusterConfig,
+        new: &ClusterConfig,
+        me: NodeId,
+        pool: &Arc<Pool>,
+    ) {
+        let mut cleanups = match self.cleanups.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        cleanups.retain(|t| !t.is_finished());
+        for n in new
+            .nsds
+            .iter()
+            .filter(|n| n.node == me && n.status == DiskStatus::Up)
+        {
+            let gone: BTreeSet<(FsId, u32)> = held(old, n.id)
+                .difference(&held(new, n.id))
+                .copied()
+                .collect();
+            let ver = chain_version(new, n.id);
+            if gone.is_empty() || ver == 0 {
+                continue;
+            }
+            let (cfg, pool, nsd) = (new.clone(), pool.clone(), n.id);
+            cleanups.push(tokio::spawn(async move {
+                match clean(&cfg, &pool, nsd, ver, &gone).await {
+                    Ok(removed) => info!(nsd, chains = gone.len(), removed, "removed the chunks of chains that left this disk"),
+                    Err(e) => warn!(nsd, error = %e, "cannot remove the chunks of chains that left this disk; its next resync will"),
+                }
+            }));
         }
     }
 
@@ -305,6 +355,44 @@ fn left_behind(cfg: &ClusterConfig, nsd: NsdId, mine: &[ChunkVersion]) -> Vec<Ch
         })
         .copied()
         .collect()
+}
+
+/// The chains (file system, index) that hold `nsd` in `cfg`.
+fn held(cfg: &ClusterConfig, nsd: NsdId) -> BTreeSet<(FsId, u32)> {
+    cfg.filesystems
+        .iter()
+        .flat_map(|f| {
+            f.chain_tables.iter().flat_map(move |t| {
+                t.chains
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, c)| c.holds(nsd))
+                    .map(move |(i, _)| (f.id, i as u32))
+            })
+        })
+        .collect()
+}
+
+/// Removes `nsd`'s chunks of the chains `gone` (unless they changed since
+/// listed); answers how many.
+async fn clean(
+    cfg: &ClusterConfig,
+    pool: &Pool,
+    nsd: NsdId,
+    ver: u64,
+    gone: &BTreeSet<(FsId, u32)>,
+) -> Result<u64> {
+    let mut removed = 0;
+    let keep = held(cfg, nsd);
+    for v in list_all(pool, cfg, nsd, ver).await? {
+        let at = (v.chunk.fs, v.chain);
+        if gone.contains(&at) && !keep.contains(&at) {
+            removed += copy_one(pool, cfg, nsd, nsd, v.chunk, None, Some(v), ver)
+                .await?
+                .removed;
+        }
+    }
+    Ok(removed)
 }
 
 /// What must match for a replica to need no copy: its bytes.

@@ -1,7 +1,11 @@
 //! `weft restripe FS -r` (like `mmrestripefs -r`) and `weft disk delete`
 //! (like `mmdeldisk`): copies move off suspended, down or stopped disks onto
 //! other disks of the file system, and the command shows how far the move is
-//! until every copy has arrived.
+//! until every copy has arrived. `weft fs set FS -r N` (like `mmchfs -r`)
+//! changes how many copies every chain keeps, and `weft restripe FS -R`
+//! (like `mmrestripefs -R`) makes the copies missing and waits for them.
+//! Replication is per file system (its chains), not per file: a new count
+//! applies to old and new files alike.
 //!
 //! The cluster manager plans the moves (`weft_quorum::restripe`); the nodes
 //! of the receiving disks copy the chunks from the chains' `up` members (a
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use weft_client::Cluster;
-use weft_proto::config::{Availability, ClusterConfig};
+use weft_proto::config::{Availability, ChainMove, ClusterConfig, FsInfo};
 use weft_proto::msg::{ConfigChange, QuorumRequest};
 use weft_proto::types::NsdId;
 use weft_proto::Response;
@@ -30,16 +34,34 @@ use crate::admin;
 use crate::Target;
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).multiple(true).args(["replicate", "replicas"])))]
 pub struct RestripeArgs {
     /// File system name.
     name: String,
     /// Move every copy off suspended, down and stopped disks, so each chain
     /// is back to its replicas on disks that are up and ready.
-    #[arg(short = 'r', required = true)]
+    #[arg(short = 'r')]
     replicate: bool,
+    /// Give every chain the file system's data replicas (`weft fs set -r`):
+    /// make the copies missing, drop extra ones.
+    #[arg(short = 'R')]
+    replicas: bool,
     /// Start the moves and return without waiting for them.
     #[arg(long)]
     no_wait: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct FsSetArgs {
+    /// File system name.
+    name: String,
+    /// Data replicas of every block (1 to the maximum `-R` given at
+    /// creation): new copies are made in the background (`weft restripe
+    /// -R` shows them), extra ones are dropped at once.
+    #[arg(short = 'r')]
+    replicas: u8,
     #[command(flatten)]
     target: Target,
 }
@@ -83,33 +105,110 @@ fn stuck(cfg: &ClusterConfig, fs: &str, only: &[String]) -> Vec<String> {
     }
 }
 
-/// `weft restripe FS -r`.
+/// One line per move under way.
+fn print_moves(cfg: &ClusterConfig, moves: &[(String, u32, ChainMove)]) {
+    for (pool, chain, m) in moves {
+        match m.from {
+            Some(from) => println!(
+                "chain {chain} of pool {pool}: copy on {} moves to {}",
+                name_of(cfg, from),
+                name_of(cfg, m.to)
+            ),
+            None => println!(
+                "chain {chain} of pool {pool}: new copy on {}",
+                name_of(cfg, m.to)
+            ),
+        }
+    }
+}
+
+/// `weft fs set FS -r N`.
+pub fn fs_set(args: FsSetArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let cluster = admin::connect(&args.target).await?;
+        let old = cluster.refresh().await?;
+        let cfg = change(
+            &cluster,
+            ConfigChange::SetReplicas {
+                fs: args.name.clone(),
+                replicas: args.replicas,
+            },
+        )
+        .await?;
+        let (Some(before), Some(after)) = (old.filesystem(&args.name), cfg.filesystem(&args.name))
+        else {
+            bail!("file system {} does not exist", args.name);
+        };
+        let copies = |f: &FsInfo| -> usize {
+            f.chain_tables
+                .iter()
+                .flat_map(|t| &t.chains)
+                .map(|c| c.nsds.len())
+                .sum()
+        };
+        let dropped = copies(before).saturating_sub(copies(after));
+        if dropped > 0 {
+            println!("weft: {dropped} copies dropped");
+        }
+        let moves = moves_of(after);
+        print_moves(&cfg, &moves);
+        println!(
+            "weft: {} now keeps {} data replicas",
+            args.name, after.default_data_replicas
+        );
+        if moves.iter().any(|(_, _, m)| m.from.is_none()) {
+            println!(
+                "weft: new copies are being made; `weft restripe {} -R` shows them until done",
+                args.name
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `weft restripe FS -r|-R`.
 pub fn run(args: RestripeArgs) -> Result<()> {
-    debug_assert!(args.replicate);
     let rt = admin::runtime()?;
     rt.block_on(async {
         let cluster = admin::connect(&args.target).await?;
         let (before, started) = (copied_totals(&cluster).await, Instant::now());
-        let cfg = change(
-            &cluster,
-            ConfigChange::Restripe {
-                fs: args.name.clone(),
-                nsds: Vec::new(),
-            },
-        )
-        .await?;
+        if args.replicas {
+            let now = cluster.refresh().await?;
+            let Some(fs) = now.filesystem(&args.name) else {
+                bail!("file system {} does not exist", args.name);
+            };
+            change(
+                &cluster,
+                ConfigChange::SetReplicas {
+                    fs: args.name.clone(),
+                    replicas: fs.default_data_replicas,
+                },
+            )
+            .await?;
+        }
+        let cfg = if args.replicate {
+            change(
+                &cluster,
+                ConfigChange::Restripe {
+                    fs: args.name.clone(),
+                    nsds: Vec::new(),
+                },
+            )
+            .await?
+        } else {
+            cluster.refresh().await?.as_ref().clone()
+        };
         let Some(fs) = cfg.filesystem(&args.name) else {
             bail!("file system {} does not exist", args.name);
         };
         let moves = moves_of(fs);
-        for (pool, chain, m) in &moves {
-            println!(
-                "chain {chain} of pool {pool}: copy on {} moves to {}",
-                name_of(&cfg, m.from),
-                name_of(&cfg, m.to)
-            );
-        }
-        let left = stuck(&cfg, &args.name, &[]);
+        print_moves(&cfg, &moves);
+        let left = if args.replicate {
+            stuck(&cfg, &args.name, &[])
+        } else {
+            Vec::new()
+        };
         for s in &left {
             eprintln!("weft: cannot move: {s}");
         }
@@ -279,7 +378,7 @@ async fn wait(
             .collect();
         let moves: Vec<_> = moves_of(info)
             .into_iter()
-            .filter(|(_, _, m)| ids.is_empty() || ids.contains(&m.from))
+            .filter(|(_, _, m)| ids.is_empty() || m.from.is_some_and(|f| ids.contains(&f)))
             .collect();
         let total = *first.get_or_insert(moves.len());
         let (stats, _) = cluster.nsd_stats_partial().await;
