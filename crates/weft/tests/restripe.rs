@@ -215,6 +215,15 @@ fn copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe() {
     let list = disk_list(&c, &q1);
     assert_eq!(chains_of(&list, "nsd3").as_deref(), Some("0"), "{list}");
     assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("2"), "{list}");
+    // s3 is still dead, but fs1 has both copies of everything again.
+    let o = c.weft(&q1, &["health"]);
+    let health = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        health
+            .lines()
+            .any(|l| l.contains("fs1") && l.contains("4 chains, all up")),
+        "weft health:\n{health}"
+    );
     // Nothing left to do.
     let o = weft_long(&c, &q1, &["restripe", "fs1", "-r"]);
     assert!(ok_out(&o, "weft restripe again").contains("nothing to move"));

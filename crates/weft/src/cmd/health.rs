@@ -324,6 +324,15 @@ pub fn assess(
             .iter()
             .filter(|c| c.contains(&Verdict::Failed))
             .count();
+        // Copies being moved or made (`weft restripe`, `weft fs set -r`).
+        let moving = weft_quorum::restripe::moves_of(fs).len();
+        let short = fs
+            .chain_tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .filter(|c| c.nsds.len() < usize::from(fs.default_data_replicas))
+            .count();
+        let restripe = format!("`weft restripe {} -r` shows the copies being made", fs.name);
         let meta_down: Vec<String> = fs
             .shards
             .iter()
@@ -348,11 +357,37 @@ pub fn assess(
                 ),
                 "bring the failed NSDs back (see their lines)".into(),
             )
+        } else if hurt > 0 && moving > 0 {
+            (
+                Verdict::Degraded,
+                format!(
+                    "{hurt} of {} chains lost a replica; {moving} copies being made on other disks",
+                    chains.len()
+                ),
+                restripe,
+            )
         } else if hurt > 0 {
             (
                 Verdict::Degraded,
                 format!("{hurt} of {} chains lost a replica", chains.len()),
-                "bring the failed NSDs back (see their lines)".into(),
+                format!(
+                    "bring the failed NSDs back (see their lines), or `weft restripe {} -r` to copy their data elsewhere",
+                    fs.name
+                ),
+            )
+        } else if short > 0 {
+            (
+                Verdict::Degraded,
+                format!(
+                    "{short} of {} chains have fewer than {} copies ({moving} being made)",
+                    chains.len(),
+                    fs.default_data_replicas
+                ),
+                if moving > 0 {
+                    restripe
+                } else {
+                    format!("`weft restripe {} -R` makes them", fs.name)
+                },
             )
         } else if chains.iter().flatten().any(|v| *v == Verdict::Degraded) {
             (
@@ -363,7 +398,14 @@ pub fn assess(
         } else {
             (
                 Verdict::Healthy,
-                format!("{} chains, all up", chains.len()),
+                if moving > 0 {
+                    format!(
+                        "{} chains, all up; {moving} copies moving to other disks",
+                        chains.len()
+                    )
+                } else {
+                    format!("{} chains, all up", chains.len())
+                },
                 String::new(),
             )
         };
@@ -593,5 +635,17 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![("nsd2", Failed), ("fs1", Degraded)]
         );
+        let fs = f.iter().find(|f| f.name == "fs1").unwrap();
+        assert!(fs.action.contains("weft restripe fs1 -r"), "{}", fs.action);
+        // A copy of nsd2's being made elsewhere says so.
+        cfg.filesystems[0].chain_tables[0].chains[0]
+            .moves
+            .push(weft_proto::config::ChainMove {
+                from: Some(2),
+                to: 1,
+            });
+        let f = assess(&cfg, &states, &answers);
+        let fs = f.iter().find(|f| f.name == "fs1").unwrap();
+        assert!(fs.reason.contains("1 copies being made"), "{}", fs.reason);
     }
 }
