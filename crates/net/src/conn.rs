@@ -1,5 +1,6 @@
 //! Client side: multiplexed connections to one address ([`Peer`]) and a pool
-//! of peers by address ([`Pool`]).
+//! of peers by address ([`Pool`]). A connection that fails, or on which a
+//! request times out, is not used again: the next request opens a new one.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -148,6 +149,10 @@ impl Conn {
                 if let Ok(mut p) = self.pending.lock() {
                     p.remove(&id);
                 }
+                // A connection that stalls (a cut link) may stay stalled
+                // long after the path works again (TCP backs off its
+                // retransmissions to minutes): later requests open a new one.
+                self.alive.store(false, Ordering::Release);
                 Err(NetError::Timeout {
                     addr: addr.into(),
                     after_ms: timeout.as_millis() as u64,

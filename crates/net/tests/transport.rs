@@ -180,6 +180,83 @@ async fn a_hung_server_is_a_timeout_not_a_wait_for_ever() {
     assert!(peer.call(write(0), Bytes::new()).await.is_ok());
 }
 
+/// A TCP relay in front of `to` whose connections can be stalled: bytes
+/// on a stalled connection are read and dropped, as a cut link does; new
+/// connections flow. Answers its address.
+async fn stalling_relay(
+    to: String,
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = l.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let server = TcpStream::connect(&to).await.unwrap();
+            // Each connection stalls from the moment the switch is set
+            // while it is open, and stays stalled.
+            let cut = Arc::new(AtomicBool::new(false));
+            let (cr, cw) = client.into_split();
+            let (sr, sw) = server.into_split();
+            for (mut r, mut w) in [(cr, sw), (sr, cw)].map(|(r, w)| {
+                (
+                    Box::new(r) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                    Box::new(w) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                )
+            }) {
+                let (cut, stalled) = (cut.clone(), stalled.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 << 10];
+                    loop {
+                        let n = match r.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if stalled.load(Ordering::SeqCst) {
+                            cut.store(true, Ordering::SeqCst);
+                        }
+                        if cut.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        if w.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    (addr, accepted)
+}
+
+/// A request that timed out on a stalled connection (a cut link) leaves
+/// that connection behind: later requests go on a new one, and answer as
+/// soon as the path works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_timed_out_is_not_used_again() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let secret = Secret::generate();
+    let server = start(secret.clone()).await;
+    let stalled = Arc::new(AtomicBool::new(false));
+    let (relay, accepted) = stalling_relay(server, stalled.clone()).await;
+    let pool = weft_net::Pool::new(secret, "t", 1)
+        .with_request_timeout(std::time::Duration::from_millis(500));
+    let peer = pool.peer(&relay);
+    peer.call(write(0), Bytes::new()).await.unwrap();
+    stalled.store(true, Ordering::SeqCst);
+    let e = peer.call(write(1), Bytes::new()).await.unwrap_err();
+    assert!(matches!(e, NetError::Timeout { .. }), "{e}");
+    // The link heals; the old connection stays stalled.
+    stalled.store(false, Ordering::SeqCst);
+    peer.call(write(2), Bytes::new())
+        .await
+        .unwrap_or_else(|e| panic!("the call after the heal: {e}"));
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "a second connection");
+}
+
 #[tokio::test]
 async fn a_node_of_another_wire_version_is_refused_by_name() {
     use weft_proto::frame::{decode_frame, encode_frame};
