@@ -464,7 +464,6 @@ fn judge_writer(client: &str, o: &Outcome, problems: &mut Vec<String>) {
 /// writes must go on without error; once the link heals, everything
 /// converges: all NSDs up, identical replicas, all fsync'ed data readable.
 #[test]
-#[ignore = "a client cut from one live NSD host can get EIO after two 60 s timeouts (docs/replication.md, known problems)"]
 fn a_client_cut_from_one_nsd_host_keeps_writing() {
     const FILES: u64 = 4;
     const FILE_MIB: u64 = 64;
