@@ -266,3 +266,66 @@ fn health_names_what_is_wrong() {
     assert!(!nsd2["action"].as_str().unwrap().is_empty());
     w.stop();
 }
+
+/// `weft fs set fs0 -r 2` and `weft restripe fs0 -R` on a running `weft up`
+/// (its NSDs are in failure groups of their own): every block gets a second
+/// copy on another NSD while the file stays readable; `-r 3` is refused by
+/// the maximum; `-r 1` drops the copies and their chunks are removed.
+#[test]
+fn the_replicas_of_a_running_file_system_change() {
+    let td = test_dir("admin-replicas");
+    let mut w = WeftUp::start("admin-replicas", td.path(), &[]);
+    let data = pattern(3, 16 * MIB);
+    std::fs::write(w.m("big"), &data).unwrap();
+    std::fs::File::open(w.m("big")).unwrap().sync_all().unwrap();
+    let ino = ino_of(&w.m("big"));
+    assert_eq!(chunk_files(&w.data, ino).len(), 4, "4 blocks, one copy");
+
+    let out = ok(
+        "weft fs set fs0 -r 2",
+        &w.admin(&["fs", "set", "fs0", "-r", "2"]),
+    );
+    assert!(out.contains("fs0 now keeps 2 data replicas"), "{out}");
+    let out = ok("weft restripe fs0 -R", &w.admin(&["restripe", "fs0", "-R"]));
+    report(&format!(
+        "[admin] weft fs set fs0 -r 2; weft restripe fs0 -R:\n{out}"
+    ));
+    assert!(
+        out.contains("restripe of fs0 done: 4 copies moved"),
+        "{out}"
+    );
+    let chunks = chunk_files(&w.data, ino);
+    for b in 0..4 {
+        let on: std::collections::BTreeSet<&str> = chunks
+            .iter()
+            .filter(|c| c.block == b)
+            .map(|c| c.nsd.as_str())
+            .collect();
+        assert_eq!(on.len(), 2, "block {b} on {on:?}: {chunks:#?}");
+    }
+    assert_eq!(
+        fs_show_rows(&ok("fs show", &w.admin(&["fs", "show", "fs0"])))["-r"],
+        "2"
+    );
+    assert!(std::fs::read(w.m("big")).unwrap() == data, "reads back");
+
+    let out = w.admin(&["fs", "set", "fs0", "-r", "3"]);
+    refused("weft fs set fs0 -r 3", &out, &["1 to 2"]);
+
+    let out = ok(
+        "weft fs set fs0 -r 1",
+        &w.admin(&["fs", "set", "fs0", "-r", "1"]),
+    );
+    assert!(out.contains("4 copies dropped"), "{out}");
+    let start = std::time::Instant::now();
+    while chunk_files(&w.data, ino).len() != 4 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "dropped copies not removed: {:#?}",
+            chunk_files(&w.data, ino)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(std::fs::read(w.m("big")).unwrap() == data, "reads back");
+    w.stop();
+}

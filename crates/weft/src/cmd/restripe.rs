@@ -425,7 +425,7 @@ async fn wait(
                 eprintln!();
             }
             println!(
-                "weft: restripe of {fs} done: {total} copies moved in {secs:.1} s, {mib:.1} MiB copied ({:.1} MiB/s)",
+                "weft: restripe of {fs} done: {total} copies moved or made in {secs:.1} s, {mib:.1} MiB copied ({:.1} MiB/s)",
                 mib / secs.max(1e-3)
             );
             return Ok(());

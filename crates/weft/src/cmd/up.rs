@@ -461,7 +461,8 @@ pub fn run(args: UpArgs) -> Result<()> {
     }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
     // Disk states (`weft disk stop|start`): the NSD server follows them and
-    // a started disk is resynced from its chain peers.
+    // a started disk is resynced from its chain peers; copies moved or added
+    // (`weft restripe`, `weft fs set -r`) are filled, and dropped ones removed.
     let disks = {
         let (local, raft) = (local.clone(), raft_disks);
         let pool = Arc::new(Pool::new(secret.clone(), "weft-up-resync", 2));
@@ -474,13 +475,18 @@ pub fn run(args: UpArgs) -> Result<()> {
                     s.set_resync_progress(nsd, p);
                 }
             }));
+            let mut seen: Option<weft_proto::config::ClusterConfig> = None;
             loop {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 let Some(c) = raft.get() else { continue };
                 if let Some(s) = local.nsd_server() {
                     s.set_chain_states(chain_states(&c, 1));
                 }
+                if let Some(old) = seen.as_ref().filter(|o| o.epoch != c.epoch) {
+                    resyncs.clean_left(old, &c, 1, &pool);
+                }
                 resyncs.reconcile(&c, 1, &pool, &quorum);
+                seen = Some(c);
             }
         })
     };
