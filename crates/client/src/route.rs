@@ -160,17 +160,22 @@ mod tests {
         c
     }
 
-    #[test]
-    fn members_take_their_part_by_status() {
-        use DiskStatus::*;
-        let c = cfg(&[Up, Recovering, Down, Stopped]);
-        let layout = Layout {
+    /// A file striped over the four chains, from chain 0.
+    fn four_chains() -> Layout {
+        Layout {
             pool: 0,
             table_version: 7,
             first_chain: 0,
             stripe_width: 4,
             block_size: 1 << 20,
-        };
+        }
+    }
+
+    #[test]
+    fn members_take_their_part_by_status() {
+        use DiskStatus::*;
+        let c = cfg(&[Up, Recovering, Down, Stopped]);
+        let layout = four_chains();
         // Chain 0 is (1, 2, 3).
         let r = route(&c, 1, &layout, 0).unwrap();
         assert_eq!((r.serving.clone(), r.syncing.clone()), (vec![1], vec![2]));
@@ -193,13 +198,7 @@ mod tests {
                 from: Some(3),
                 to: 4,
             });
-        let layout = Layout {
-            pool: 0,
-            table_version: 7,
-            first_chain: 0,
-            stripe_width: 4,
-            block_size: 1 << 20,
-        };
+        let layout = four_chains();
         let r = route(&c, 1, &layout, 0).unwrap();
         assert_eq!(
             (r.serving.clone(), r.syncing.clone()),

@@ -607,6 +607,19 @@ fn start_forwarders(world: &Arc<World>) {
     }
 }
 
+/// Creates file `name` in the root and opens it; answers its inode.
+async fn create_open(client: &Client, name: &str) -> Result<u64, String> {
+    let attr = client
+        .create(ROOT_INO, name.as_bytes(), NewNode::File, 0o644, 0, 0)
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    client
+        .open(attr.ino, false)
+        .await
+        .map_err(|e| format!("open: {e}"))?;
+    Ok(attr.ino)
+}
+
 /// Runs one seed; what went wrong, if anything.
 fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
     // Memory-backed where the machine has it: fsyncs cost nothing there.
@@ -628,17 +641,10 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
         let client = client_of(&world, "c:1")?;
         let mut model = Model { files: Vec::new() };
         for i in 0..FILES {
-            let attr = client
-                .create(ROOT_INO, format!("f{i}").as_bytes(), NewNode::File, 0o644, 0, 0)
-                .await
-                .map_err(|e| format!("create: {e}"))?;
-            client
-                .open(attr.ino, false)
-                .await
-                .map_err(|e| format!("open: {e}"))?;
+            let ino = create_open(&client, &format!("f{i}")).await?;
             model
                 .files
-                .push((attr.ino, vec![0; (FILE_BLOCKS * u64::from(BLOCK)) as usize]));
+                .push((ino, vec![0; (FILE_BLOCKS * u64::from(BLOCK)) as usize]));
         }
         // Every file holds its full length from the start, so reads never
         // depend on the size being known.

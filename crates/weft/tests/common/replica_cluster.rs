@@ -148,26 +148,7 @@ impl Cluster {
             .chain(servers.iter().map(|n| (*n, "nsd")));
         for (name, roles) in joins {
             let h = c.host(name);
-            let (p, _) = c.start(
-                &h,
-                &[
-                    "node",
-                    "join",
-                    "--token",
-                    &token,
-                    "--listen",
-                    &h.addr(PORT),
-                    "--roles",
-                    roles,
-                    "--node-name",
-                    name,
-                    "--failure-detection-time",
-                    FDT,
-                    "--pagepool",
-                    PAGEPOOL,
-                ],
-            );
-            c.procs.insert(name.into(), p);
+            c.spawn_join(&h, roles);
         }
         let names: Vec<String> = c.hosts.keys().cloned().collect();
         let start = Instant::now();
@@ -247,9 +228,19 @@ impl Cluster {
     pub fn join_host(&mut self, name: &str, roles: &str) -> Host {
         let h = self.net.add_host(name).unwrap();
         self.hosts.insert(name.to_string(), h.clone());
+        self.spawn_join(&h, roles);
+        let q1 = self.host("q1");
+        wait_until(Duration::from_secs(60), &format!("{name} active"), || {
+            row(&self.node_list(&q1), name).is_some_and(|r| r.contains("active"))
+        });
+        h
+    }
+
+    /// Starts `weft node join` on `h` (named as the host) with `roles`.
+    fn spawn_join(&mut self, h: &Host, roles: &str) {
         let token = self.token.clone();
         let (p, _) = self.start(
-            &h,
+            h,
             &[
                 "node",
                 "join",
@@ -260,19 +251,14 @@ impl Cluster {
                 "--roles",
                 roles,
                 "--node-name",
-                name,
+                &h.name,
                 "--failure-detection-time",
                 FDT,
                 "--pagepool",
                 PAGEPOOL,
             ],
         );
-        self.procs.insert(name.into(), p);
-        let q1 = self.host("q1");
-        wait_until(Duration::from_secs(60), &format!("{name} active"), || {
-            row(&self.node_list(&q1), name).is_some_and(|r| r.contains("active"))
-        });
-        h
+        self.procs.insert(h.name.clone(), p);
     }
 
     pub fn host(&self, name: &str) -> Host {

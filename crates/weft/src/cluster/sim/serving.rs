@@ -10,23 +10,16 @@ async fn write_while_not_serving(world: &Arc<World>, for_secs: u64) -> Result<()
     let until = tokio::time::Instant::now() + Duration::from_secs(for_secs);
     lock(&world.not_serving).insert(SERVERS[1].to_string(), until);
     let client = client_of(world, "c:1")?;
-    let attr = client
-        .create(ROOT_INO, b"f", NewNode::File, 0o644, 0, 0)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
-    client
-        .open(attr.ino, false)
-        .await
-        .map_err(|e| format!("open: {e}"))?;
+    let ino = create_open(&client, "f").await?;
     let data: Vec<u8> = (0..FILE_BLOCKS * u64::from(BLOCK))
         .map(|i| (i % 251) as u8)
         .collect();
     client
-        .write(attr.ino, 0, Bytes::from(data.clone()))
+        .write(ino, 0, Bytes::from(data.clone()))
         .await
         .map_err(|e| format!("write: {e}"))?;
     client
-        .fsync(attr.ino, false)
+        .fsync(ino, false)
         .await
         .map_err(|e| format!("fsync: {e}"))?;
     if tokio::time::Instant::now() < until {
@@ -46,13 +39,13 @@ async fn write_while_not_serving(world: &Arc<World>, for_secs: u64) -> Result<()
     }
     let fresh = client_of(world, "c:2")?;
     let got = fresh
-        .read(attr.ino, 0, data.len() as u32)
+        .read(ino, 0, data.len() as u32)
         .await
         .map_err(|e| format!("read: {e}"))?;
     if got.as_ref() != data.as_slice() {
         return Err("the file does not read back as written".into());
     }
-    converged(world, attr.ino)
+    converged(world, ino)
 }
 
 #[test]
