@@ -24,6 +24,11 @@
 //!   holds the same bytes (versions may differ: a write resent after its
 //!   answer was lost bumps one replica twice);
 //! - **chain-table versions only grow**: checked at every commit.
+//!
+//! Besides crashes and cuts, the faults suspend a disk and move its copies
+//! to other disks (`weft disk delete`'s first steps, `weft restripe -r`) and
+//! resume it: chain members change under writes, and moves must finish
+//! once the faults stop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -43,7 +48,7 @@ use weft_proto::config::{
 use weft_proto::msg::{NsdRequest, QuorumRequest};
 use weft_proto::types::{ChunkId, NewNode, Timespec, ROOT_INO};
 use weft_proto::{Request, Response};
-use weft_quorum::disks;
+use weft_quorum::{disks, restripe};
 
 use super::resync::{chain_states, Resyncs};
 use crate::node::{Node, QuorumRole};
@@ -81,6 +86,8 @@ struct World {
     trace: Mutex<Vec<String>>,
     /// Chain writes the servers forwarded.
     forwarded: std::sync::atomic::AtomicU64,
+    /// Moves of copies that finished (a filled disk took a member's place).
+    moved: std::sync::atomic::AtomicU64,
     /// Server nodes that do not serve their NSDs yet, until when (as a node
     /// that has not learned of a new file system has not opened them).
     not_serving: Mutex<BTreeMap<String, tokio::time::Instant>>,
@@ -113,16 +120,24 @@ impl World {
     }
 
     /// Commits disk changes as the cluster manager does, checking that
-    /// chain-table versions only grow.
+    /// the versions of the chain tables holding a changed disk grow (a disk
+    /// whose copies all moved away is in no chain).
     fn commit(&self, changes: &[(u32, DiskStatus)]) {
         if changes.is_empty() {
             return;
         }
         let mut c = lock(&self.config);
-        let before: Vec<u64> = c.filesystems[0]
+        let held = |t: &weft_proto::config::ChainTable| {
+            t.chains.iter().any(|ch| {
+                changes
+                    .iter()
+                    .any(|(n, s)| ch.holds(*n) && c.nsd(*n).is_some_and(|d| d.status != *s))
+            })
+        };
+        let before: Vec<(u64, bool)> = c.filesystems[0]
             .chain_tables
             .iter()
-            .map(|t| t.version)
+            .map(|t| (t.version, held(t)))
             .collect();
         if let Err(e) = disks::apply(&mut c, changes) {
             lock(&self.broken).push(format!("a planned change was refused: {e}"));
@@ -139,8 +154,36 @@ impl World {
                 .collect::<Vec<_>>()
         ));
         let after = c.filesystems[0].chain_tables.iter().map(|t| t.version);
-        if before.iter().zip(after).any(|(b, a)| a <= *b) {
+        if before
+            .iter()
+            .zip(after)
+            .any(|((b, must), a)| a < *b || (*must && a == *b))
+        {
             lock(&self.broken).push("a chain-table version did not grow".into());
+        }
+    }
+
+    /// Applies a change of chain membership (`f` answers whether it changed
+    /// anything), checking that chain-table versions never go back.
+    fn change(&self, what: &str, f: impl FnOnce(&mut ClusterConfig) -> bool) {
+        let mut c = lock(&self.config);
+        let before: Vec<u64> = c.filesystems[0]
+            .chain_tables
+            .iter()
+            .map(|t| t.version)
+            .collect();
+        if !f(&mut c) {
+            return;
+        }
+        c.epoch += 1;
+        lock(&self.trace).push(format!(
+            "{:?}: {what}: chains {:?}",
+            tokio::time::Instant::now(),
+            c.filesystems[0].chain_tables[0].chains
+        ));
+        let after = c.filesystems[0].chain_tables.iter().map(|t| t.version);
+        if before.iter().zip(after).any(|(b, a)| a < *b) {
+            lock(&self.broken).push("a chain-table version went back".into());
         }
     }
 
@@ -154,7 +197,20 @@ impl World {
             }
             QuorumRequest::DiskSynced { nsd, chain_ver } => {
                 let plan = disks::plan_synced(&self.config(), nsd, chain_ver);
+                let current = disks::chain_version(&self.config(), nsd) == chain_ver;
                 self.commit(&plan);
+                // As the manager does, in the same step: a disk that was
+                // filled takes the place of the members it replaces.
+                if current {
+                    self.change("moves finished", |c| {
+                        let done = restripe::finish_moves(c, nsd);
+                        if done {
+                            self.moved
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        done
+                    });
+                }
                 Response::Config(Box::new(self.config()))
             }
             other => Response::Error(weft_proto::RemoteError::new(
@@ -439,6 +495,7 @@ fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
         broken: Mutex::new(Vec::new()),
         trace: Mutex::new(Vec::new()),
         forwarded: std::sync::atomic::AtomicU64::new(0),
+        moved: std::sync::atomic::AtomicU64::new(0),
         not_serving: Mutex::new(BTreeMap::new()),
     })
 }
@@ -450,6 +507,10 @@ enum Fault {
     Restart(usize),
     Cut(usize, usize),
     CutClient(usize),
+    /// `weft disk delete`'s first steps: suspend the disk, move its copies.
+    MoveOff(usize),
+    /// `weft disk resume`: the disk may take copies again.
+    Resume(usize),
     Heal,
 }
 
@@ -502,6 +563,8 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
             0..=4 => Fault::Restart(node),
             5 if node != other => Fault::Cut(node, other),
             6 => Fault::CutClient(node),
+            7 => Fault::MoveOff(node),
+            8 => Fault::Resume(node),
             _ => Fault::Heal,
         };
         match &fault {
@@ -520,6 +583,33 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
                 let mut cuts = lock(&world.cuts);
                 cuts.insert(("c:1".into(), SERVERS[*a].into()));
                 cuts.insert((SERVERS[*a].into(), "c:1".into()));
+            }
+            Fault::MoveOff(i) => {
+                let name = format!("nsd{}", i + 1);
+                world.change("suspend and move off", |c| {
+                    let names = [name.clone()];
+                    let suspended = restripe::set_availability(
+                        c,
+                        "fs1",
+                        &names,
+                        weft_proto::config::Availability::Suspended,
+                    );
+                    // With no disk to go to the copies stay (the planner says why).
+                    let _ = restripe::restripe(c, "fs1", &names);
+                    suspended.is_ok()
+                });
+            }
+            Fault::Resume(i) => {
+                let name = format!("nsd{}", i + 1);
+                world.change("resume", |c| {
+                    restripe::set_availability(
+                        c,
+                        "fs1",
+                        std::slice::from_ref(&name),
+                        weft_proto::config::Availability::Ready,
+                    )
+                    .is_ok()
+                });
             }
             Fault::Heal => lock(&world.cuts).clear(),
         }
@@ -621,7 +711,7 @@ async fn create_open(client: &Client, name: &str) -> Result<u64, String> {
 }
 
 /// Runs one seed; what went wrong, if anything.
-fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
+fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
     // Memory-backed where the machine has it: fsyncs cost nothing there.
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
@@ -677,7 +767,9 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
         let mut settled = false;
         for _ in 0..600 {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if world.config().nsds.iter().all(|n| n.status == DiskStatus::Up) {
+            let cfg = world.config();
+            let moving = restripe::moves_of(&cfg.filesystems[0]).len();
+            if moving == 0 && cfg.nsds.iter().all(|n| n.status == DiskStatus::Up) {
                 settled = true;
                 break;
             }
@@ -691,7 +783,10 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
                 .iter()
                 .map(|n| (n.name.clone(), n.status.as_str()))
                 .collect();
-            return Err(format!("disks not all up a minute after healing: {states:?}"));
+            return Err(format!(
+                "disks not all up, or copies still moving, a minute after healing: {states:?}; moves {:?}",
+                restripe::moves_of(&world.config().filesystems[0])
+            ));
         }
         for addr in SERVERS {
             world.learn(addr);
@@ -730,7 +825,7 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(), String> {
         }
         match lock(&world.broken).first() {
             Some(b) => Err(b.clone()),
-            None => Ok(()),
+            None => Ok(world.moved.load(std::sync::atomic::Ordering::Relaxed)),
         }
     })
 }
@@ -778,7 +873,7 @@ fn converged(world: &World, ino: u64) -> Result<(), String> {
     let table = &cfg.filesystems[0].chain_tables[0];
     for block in 0..FILE_BLOCKS {
         let mut seen: Vec<(String, Bytes)> = Vec::new();
-        for chain in &table.chains {
+        for (idx, chain) in table.chains.iter().enumerate() {
             for nsd in &chain.nsds {
                 let Some(n) = cfg.nsd(*nsd) else { continue };
                 let addr = SERVERS[(n.node - 3) as usize];
@@ -802,10 +897,10 @@ fn converged(world: &World, ino: u64) -> Result<(), String> {
                 let Response::ChunkVersions(all) = list.0 else {
                     return Err(format!("{} cannot list its chunks", n.name));
                 };
-                for v in all
-                    .iter()
-                    .filter(|v| v.chunk.ino == ino && v.chunk.block == block)
-                {
+                // A copy left behind by a move is not this chain's.
+                for v in all.iter().filter(|v| {
+                    v.chunk.ino == ino && v.chunk.block == block && v.chain == idx as u32
+                }) {
                     let (r, data) = router.handle(
                         Request::Nsd(NsdRequest::Read {
                             nsd: *nsd,
@@ -855,15 +950,28 @@ fn seeds() -> Vec<u64> {
 
 fn run_all(replicas: usize, ops: usize) {
     let mut failed = Vec::new();
+    let (mut moved, mut seeds_moved, mut runs) = (0, 0, 0);
     for seed in seeds() {
-        if let Err(e) = run_seed(seed, replicas, ops) {
-            eprintln!("seed {seed} (-r {replicas}): {e}");
-            failed.push(seed);
+        runs += 1;
+        match run_seed(seed, replicas, ops) {
+            Ok(m) => {
+                moved += m;
+                seeds_moved += u64::from(m > 0);
+            }
+            Err(e) => {
+                eprintln!("seed {seed} (-r {replicas}): {e}");
+                failed.push(seed);
+            }
         }
     }
+    eprintln!("-r {replicas}: {runs} seeds, {moved} moves finished in {seeds_moved} of them");
     assert!(
         failed.is_empty(),
         "-r {replicas}: seeds {failed:?} failed; replay one with WEFT_SIM_SEED=N"
+    );
+    assert!(
+        runs < 50 || seeds_moved * 4 >= runs,
+        "-r {replicas}: moves finished in only {seeds_moved} of {runs} seeds: the faults no longer move copies"
     );
 }
 
