@@ -63,6 +63,11 @@ const NOWHERE_MAC: &str = "02:77:00:00:00:00";
 const POLL: Duration = Duration::from_millis(50);
 /// How long cleanup waits for killed processes to go away.
 const KILL_WAIT: Duration = Duration::from_secs(10);
+/// How long [`Proc::kill9`] waits for its process to exit: a process killed
+/// in the middle of an fsync of much dirty data exits only when the fsync
+/// returns (the kernel finishes it first), which on a loaded 2-core machine
+/// took longer than [`KILL_WAIT`].
+const KILL9_WAIT: Duration = Duration::from_secs(120);
 
 static NET_COUNTER: AtomicU32 = AtomicU32::new(0);
 static STALE_CLEANUP: Once = Once::new();
@@ -569,7 +574,7 @@ impl Proc {
                 ),
             ));
         };
-        let deadline = Instant::now() + KILL_WAIT;
+        let deadline = Instant::now() + KILL9_WAIT;
         let members = kill_reg(&mut reg);
         reap(&mut reg, deadline);
         wait_gone(&members, deadline);
