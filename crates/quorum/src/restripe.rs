@@ -278,7 +278,8 @@ pub fn restripe(
     Ok(plan)
 }
 
-fn name_of(config: &ClusterConfig, id: NsdId) -> String {
+/// The NSD's name, or `NSD <id>` when the configuration does not know it.
+pub fn name_of(config: &ClusterConfig, id: NsdId) -> String {
     config
         .nsd(id)
         .map_or_else(|| format!("NSD {id}"), |n| n.name.clone())

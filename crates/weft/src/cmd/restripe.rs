@@ -28,7 +28,7 @@ use weft_proto::config::{Availability, ChainMove, ClusterConfig, FsInfo};
 use weft_proto::msg::{ConfigChange, QuorumRequest};
 use weft_proto::types::NsdId;
 use weft_proto::Response;
-use weft_quorum::restripe::{moves_of, restripe as plan};
+use weft_quorum::restripe::{moves_of, name_of, restripe as plan};
 
 use crate::admin;
 use crate::Target;
@@ -88,11 +88,6 @@ async fn change(cluster: &Cluster, change: ConfigChange) -> Result<ClusterConfig
         Response::Error(e) => bail!("{}", e.message),
         other => bail!("the cluster manager answered {other:?}"),
     }
-}
-
-fn name_of(cfg: &ClusterConfig, id: NsdId) -> String {
-    cfg.nsd(id)
-        .map_or_else(|| format!("NSD {id}"), |n| n.name.clone())
 }
 
 /// Copies the manager could not place (from a dry run of the planner on
