@@ -204,16 +204,18 @@ pub fn plan_admin(
         let status = statuses(config, &changes);
         match action {
             DiskAction::Stop => {
-                let writers_left = info.chain_tables.iter().flat_map(|t| &t.chains).any(|c| {
+                // A recovering peer takes writes but does not hold every
+                // chunk yet, and fills itself from an `up` member.
+                let last_up = info.chain_tables.iter().flat_map(|t| &t.chains).any(|c| {
                     c.nsds.contains(&n.id)
                         && !c
                             .nsds
                             .iter()
-                            .any(|m| *m != n.id && status.get(m).is_some_and(|s| s.takes_writes()))
+                            .any(|m| *m != n.id && status.get(m) == Some(&DiskStatus::Up))
                 });
-                if writers_left && status.get(&n.id) != Some(&DiskStatus::Stopped) {
+                if last_up && status.get(&n.id) != Some(&DiskStatus::Stopped) {
                     return Err(refuse(format!(
-                        "disk {name} is the last member taking writes in one of its chains; stopping it would make data unavailable (start or replace its peers first)"
+                        "disk {name} is the last up member in one of its chains; stopping it would make data unavailable (wait for its peers' resync, or start or replace them first)"
                     )));
                 }
                 changes.push((n.id, DiskStatus::Stopped));
@@ -346,7 +348,7 @@ mod tests {
             "a stopped disk stays stopped"
         );
         let e = plan_admin(&c, "fs1", &names(&["nsd1"]), DiskAction::Stop).unwrap_err();
-        assert!(e.to_string().contains("last member"), "{e}");
+        assert!(e.to_string().contains("last up member"), "{e}");
         let e = plan_admin(&c, "fs1", &names(&["nsd9"]), DiskAction::Stop).unwrap_err();
         assert!(e.to_string().contains("nsd9"), "{e}");
         let e = plan_admin(&c, "fs9", &names(&["nsd1"]), DiskAction::Stop).unwrap_err();
@@ -357,5 +359,10 @@ mod tests {
             vec![(2, DiskStatus::Recovering)],
             "an up disk is left alone"
         );
+        // nsd2 is recovering: it takes writes but lacks chunks, and fills
+        // itself from nsd1, so nsd1 must not stop.
+        apply(&mut c, &ch).unwrap();
+        let e = plan_admin(&c, "fs1", &names(&["nsd1"]), DiskAction::Stop).unwrap_err();
+        assert!(e.to_string().contains("last up member"), "{e}");
     }
 }

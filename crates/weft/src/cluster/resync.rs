@@ -312,8 +312,9 @@ async fn list_all(
 /// grouped by the `up` member each resyncs from: every chain holding it when
 /// it is recovering, else only those filling it. An `up` member is never
 /// resynced: it may head its chain, and a write it took first would look
-/// like a chunk its source does not hold.
-fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u32)>> {
+/// like a chunk its source does not hold. A chain with no other `up` member
+/// has nothing to copy from: the resync cannot end while one is left.
+fn sources(cfg: &ClusterConfig, nsd: NsdId) -> Result<BTreeMap<NsdId, BTreeSet<(FsId, u32)>>> {
     let up = |id: &NsdId| cfg.nsd(*id).is_some_and(|n| n.status == DiskStatus::Up);
     let recovering = cfg
         .nsd(nsd)
@@ -326,13 +327,19 @@ fn sources(cfg: &ClusterConfig, nsd: NsdId) -> BTreeMap<NsdId, BTreeSet<(FsId, u
                 if !(filled || (recovering && c.nsds.contains(&nsd))) {
                     continue;
                 }
-                if let Some(src) = c.nsds.iter().find(|m| **m != nsd && up(m)) {
-                    out.entry(*src).or_default().insert((fs.id, i as u32));
+                match c.nsds.iter().find(|m| **m != nsd && up(m)) {
+                    Some(src) => {
+                        out.entry(*src).or_default().insert((fs.id, i as u32));
+                    }
+                    None => bail!(
+                        "chain {i} of file system {} has no up member to copy from; the resync waits for one",
+                        fs.name
+                    ),
                 }
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Chunks of `nsd` that belong to chains of a file system using it that no
@@ -415,7 +422,7 @@ async fn resync(
     for pass in 1..=MAX_PASSES {
         let mut this = Pass::default();
         let mine = list_all(pool, cfg, nsd, ver).await?;
-        for (src, chains) in sources(cfg, nsd) {
+        for (src, chains) in sources(cfg, nsd)? {
             let theirs = list_all(pool, cfg, src, ver).await?;
             let ours = |v: &&ChunkVersion| chains.contains(&(v.chunk.fs, v.chain));
             let here: BTreeMap<ChunkId, ChunkVersion> =

@@ -28,7 +28,14 @@
 //! Besides crashes and cuts, the faults suspend a disk and move its copies
 //! to other disks (`weft disk delete`'s first steps, `weft restripe -r`) and
 //! resume it: chain members change under writes, and moves must finish
-//! once the faults stop.
+//! once the faults stop. They also stop and start disks (`weft disk
+//! stop|start`): a stopped disk counts against the R - 1 members that may
+//! be out at once, and a started one is resynced.
+//!
+//! Two clients write at once, each to files of its own (writes of two
+//! nodes to one file need the data tokens of the metadata issue); each
+//! keeps its own oracle, and the cuts between a client and a server hit
+//! either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -45,7 +52,7 @@ use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
     ShardInfo, Usage, FORMAT_VERSION,
 };
-use weft_proto::msg::{NsdRequest, QuorumRequest};
+use weft_proto::msg::{DiskAction, NsdRequest, QuorumRequest};
 use weft_proto::types::{ChunkId, NewNode, Timespec, ROOT_INO};
 use weft_proto::{Request, Response};
 use weft_quorum::{disks, restripe};
@@ -60,6 +67,8 @@ const BLOCK: u32 = 64 << 10;
 /// Blocks per file: every file spans every chain.
 const FILE_BLOCKS: u64 = 6;
 const FILES: usize = 2;
+/// The clients that run the workload, each on `FILES` files of its own.
+const CLIENTS: [&str; 2] = ["c:1", "c:3"];
 
 /// What the network does to one call.
 struct Faults {
@@ -506,7 +515,12 @@ enum Fault {
     Crash(usize),
     Restart(usize),
     Cut(usize, usize),
-    CutClient(usize),
+    /// Cuts client `.0` (an index in `CLIENTS`) from server `.1`.
+    CutClient(usize, usize),
+    /// `weft disk stop`.
+    Stop(usize),
+    /// `weft disk start`.
+    Start(usize),
     /// `weft disk delete`'s first steps: suspend the disk, move its copies.
     MoveOff(usize),
     /// `weft disk resume`: the disk may take copies again.
@@ -552,19 +566,28 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let wait = lock(&world.rng).gen_range(50..400);
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        let pick = lock(&world.rng).gen_range(0..10);
+        let pick = lock(&world.rng).gen_range(0..12);
         let node = lock(&world.rng).gen_range(0..SERVERS.len());
         let other = lock(&world.rng).gen_range(0..SERVERS.len());
-        let down_now = lock(&world.down).len();
+        let who = lock(&world.rng).gen_range(0..CLIENTS.len());
+        let stopped_now = world
+            .config()
+            .nsds
+            .iter()
+            .filter(|n| n.status == DiskStatus::Stopped)
+            .count();
+        // Never more than R - 1 members out at once (servers down, disks
+        // stopped): the data stays reachable (the issue's failure model).
+        let out_now = lock(&world.down).len() + stopped_now;
         let fault = match pick {
-            // Never more than R - 1 servers down at once: the data stays
-            // reachable (the issue's failure model).
-            0..=2 if down_now < replicas - 1 => Fault::Crash(node),
+            0..=2 if out_now < replicas - 1 => Fault::Crash(node),
             0..=4 => Fault::Restart(node),
             5 if node != other => Fault::Cut(node, other),
-            6 => Fault::CutClient(node),
+            6 => Fault::CutClient(who, node),
             7 => Fault::MoveOff(node),
             8 => Fault::Resume(node),
+            9 if out_now < replicas - 1 => Fault::Stop(node),
+            9 | 10 => Fault::Start(node),
             _ => Fault::Heal,
         };
         match &fault {
@@ -579,11 +602,13 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
                 cuts.insert((SERVERS[*a].into(), SERVERS[*b].into()));
                 cuts.insert((SERVERS[*b].into(), SERVERS[*a].into()));
             }
-            Fault::CutClient(a) => {
+            Fault::CutClient(c, a) => {
                 let mut cuts = lock(&world.cuts);
-                cuts.insert(("c:1".into(), SERVERS[*a].into()));
-                cuts.insert((SERVERS[*a].into(), "c:1".into()));
+                cuts.insert((CLIENTS[*c].into(), SERVERS[*a].into()));
+                cuts.insert((SERVERS[*a].into(), CLIENTS[*c].into()));
             }
+            Fault::Stop(i) => admin(&world, *i, DiskAction::Stop),
+            Fault::Start(i) => admin(&world, *i, DiskAction::Start),
             Fault::MoveOff(i) => {
                 let name = format!("nsd{}", i + 1);
                 world.change("suspend and move off", |c| {
@@ -614,6 +639,15 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
             Fault::Heal => lock(&world.cuts).clear(),
         }
         lock(&world.trace).push(format!("{:?}: {fault:?}", tokio::time::Instant::now()));
+    }
+}
+
+/// `weft disk stop|start fs1 nsd<i+1>`, as the cluster manager plans it
+/// (a stop that would leave a chain with no member taking writes is refused).
+fn admin(world: &World, i: usize, action: DiskAction) {
+    let names = [format!("nsd{}", i + 1)];
+    if let Ok(changes) = disks::plan_admin(&world.config(), "fs1", &names, action) {
+        world.commit(&changes);
     }
 }
 
@@ -728,34 +762,48 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
         start_forwarders(&world);
-        let client = client_of(&world, "c:1")?;
-        let mut model = Model { files: Vec::new() };
-        for i in 0..FILES {
-            let ino = create_open(&client, &format!("f{i}")).await?;
-            model
-                .files
-                .push((ino, vec![0; (FILE_BLOCKS * u64::from(BLOCK)) as usize]));
-        }
-        // Every file holds its full length from the start, so reads never
-        // depend on the size being known.
-        for (ino, content) in &model.files {
-            client
-                .write(*ino, 0, Bytes::from(content.clone()))
-                .await
-                .map_err(|e| format!("first write: {e}"))?;
-            client
-                .fsync(*ino, false)
-                .await
-                .map_err(|e| format!("first fsync: {e}"))?;
+        let mut clients = Vec::new();
+        for (c, name) in CLIENTS.iter().enumerate() {
+            let client = client_of(&world, name)?;
+            let mut model = Model { files: Vec::new() };
+            for i in 0..FILES {
+                let ino = create_open(&client, &format!("c{c}f{i}")).await?;
+                model
+                    .files
+                    .push((ino, vec![0; (FILE_BLOCKS * u64::from(BLOCK)) as usize]));
+            }
+            // Every file holds its full length from the start, so reads
+            // never depend on the size being known.
+            for (ino, content) in &model.files {
+                client
+                    .write(*ino, 0, Bytes::from(content.clone()))
+                    .await
+                    .map_err(|e| format!("first write: {e}"))?;
+                client
+                    .fsync(*ino, false)
+                    .await
+                    .map_err(|e| format!("first fsync: {e}"))?;
+            }
+            clients.push((client, model));
         }
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let control = tokio::spawn(control(world.clone(), stop.clone()));
         let faults_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let faulting = tokio::spawn(faults(world.clone(), replicas, faults_stop.clone()));
-        let ran = workload(&world, &client, &mut model, ops).await;
+        let runs = clients.iter_mut().enumerate().map(|(c, (client, model))| {
+            let world = &world;
+            async move {
+                workload(world, client, model, ops)
+                    .await
+                    .map_err(|e| format!("client {}: {e}", CLIENTS[c]))
+            }
+        });
+        let ran = futures::future::join_all(runs).await;
         faults_stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = faulting.await;
-        ran?;
+        for r in ran {
+            r.map_err(|e| format!("{e}\n{}", lock(&world.trace).join("\n")))?;
+        }
         // Heal: no more loss, every link and node back; wait for every disk up.
         {
             let mut f = lock(&world.faults);
@@ -764,6 +812,9 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
         }
         lock(&world.cuts).clear();
         lock(&world.down).clear();
+        for i in 0..SERVERS.len() {
+            admin(&world, i, DiskAction::Start);
+        }
         let mut settled = false;
         for _ in 0..600 {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -793,7 +844,8 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
         }
         // No acknowledged write lost: a new client reads it all.
         let fresh = client_of(&world, "c:2")?;
-        for (f, (ino, content)) in model.files.iter().enumerate() {
+        let files = clients.iter().flat_map(|(_, m)| m.files.iter());
+        for (f, (ino, content)) in files.enumerate() {
             let got = fresh
                 .read(*ino, 0, content.len() as u32)
                 .await

@@ -10,7 +10,7 @@
 //! right now, and for a recovering disk how far its resync is (chunks the
 //! current pass still has to copy, MiB copied so far), and the same for a disk
 //! copies are being moved onto. `stop` takes disks out of their chains (refused for a
-//! chain's last member taking writes); `start` makes stopped or down disks
+//! chain's last `up` member: a recovering one lacks chunks); `start` makes stopped or down disks
 //! recovering: their node resyncs them from their chain peers, and they go
 //! back to `up` by themselves.
 
