@@ -788,8 +788,10 @@ impl Client {
             (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "read inline", &other)),
         };
         let f = file_data(attr);
-        // Anything a crashed writer left in chunks is stale: clear it first.
-        let mut delta = self.data.truncate(&f, 0).await?;
+        // A crashed uninline may have left a chunk: clear it first. Only
+        // uninlining writes chunks of an inline file, and inline bytes fit
+        // in block 0, so that chunk is the only one there can be.
+        let mut delta = self.data.delete_blocks(&f, 0, 1).await?;
         if !bytes.is_empty() {
             delta += self.data.write(&f, 0, bytes, false).await?;
             self.data.sync(&f).await?;

@@ -5,9 +5,9 @@
 //! metadata commit with an fsync. Done at every unlink, that fsync bounds
 //! unlinks to a few hundred a second (IO500's mdtest-hard delete). So an
 //! unlink through the mount answers as soon as the name is gone and hands
-//! the orphan to this queue: one task frees whatever has gathered — one
-//! `Sync` per metadata shard for the whole batch, then the chunks, then the
-//! inodes. `statfs` waits for the queue, so free space reads right after an
+//! the orphan to this queue: one task frees whatever has gathered within
+//! [`LINGER`] — one `Sync` per metadata shard for the whole batch, then the
+//! chunks, then the inodes. `statfs` waits for the queue, so free space reads right after an
 //! `rm`. Orphans still queued when the process dies stay on the shard's
 //! orphan list and are freed at the next start (`Client::reclaim_orphans`).
 
@@ -24,6 +24,12 @@ use crate::client::Client;
 
 /// Orphans freed at once (chunks of different files in parallel).
 const PARALLEL: usize = 16;
+/// How long a small batch waits for more unlinks before its `Sync`. A
+/// durable commit holds the shard's writer for about as long as a few
+/// unlinks take, so a batch per one or two unlinks halves an `rm -r`.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+/// A batch this large goes without waiting.
+const FULL_BATCH: usize = 256;
 
 #[derive(Default)]
 pub(crate) struct ReclaimQueue {
@@ -87,7 +93,11 @@ impl ReclaimQueue {
 /// Drains the client's queue (started by the push that found it idle).
 pub(crate) async fn drain(client: Arc<Client>) {
     let q = client.reclaims();
-    while let Some(batch) = q.next_batch() {
+    loop {
+        if q.lock().len() < FULL_BATCH {
+            tokio::time::sleep(LINGER).await;
+        }
+        let Some(batch) = q.next_batch() else { break };
         let n = batch.len();
         // One durable commit per shard covers every unlink of the batch.
         let shards: BTreeSet<u16> = batch

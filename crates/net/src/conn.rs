@@ -255,7 +255,7 @@ impl Peer {
         };
         check_fits(&req, data.len()).map_err(too_big)?;
         let from = self.client_id;
-        let (resp, data) = if handler.is_quick(&req) {
+        let (resp, data) = if handler.is_quick(&req, data.len()) {
             // Cheaper than two thread hand-offs.
             crate::server::served(&**handler, from, trace, req, data)
         } else {

@@ -52,10 +52,11 @@ pub trait Handler: Send + Sync + 'static {
         self.handle(req, data)
     }
 
-    /// Whether `req` is short and never waits on a disk, so that a caller in
-    /// this process may run it on its own (async) thread instead of handing
-    /// it to the blocking pool (see `Peer::local`).
-    fn is_quick(&self, _req: &Request) -> bool {
+    /// Whether `req` (with `data_len` bytes of data) is short and does not
+    /// wait on a disk, so that a caller in this process may run it on its
+    /// own (async) thread instead of handing it to the blocking pool (see
+    /// `Peer::local`).
+    fn is_quick(&self, _req: &Request, _data_len: usize) -> bool {
         false
     }
 }

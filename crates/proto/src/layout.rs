@@ -15,6 +15,8 @@ pub const MAX_BLOCK: u32 = 16 << 20;
 pub const DEFAULT_BLOCK: u32 = 4 << 20;
 /// Checksum granularity inside a chunk: partial reads verify only the pieces they touch.
 pub const PIECE: u32 = 64 << 10;
+// An inline file's bytes fit in its first block (uninlining relies on it).
+const _: () = assert!(INLINE_MAX < MIN_BLOCK as u64);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Layout {
