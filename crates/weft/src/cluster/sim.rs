@@ -15,7 +15,8 @@
 //! Invariants, one per check:
 //! - **no acknowledged write lost**: after the faults stop and every disk is
 //!   `up` again, a new client reads every file exactly as the workload last
-//!   wrote it (every write was followed by an fsync that succeeded);
+//!   left it (every write, truncation — shrink then grow back — and punched
+//!   hole was followed by an fsync that succeeded);
 //! - **reads are never older than an acknowledged write**: every read during
 //!   the faults returns what the workload last wrote there;
 //! - **applications see no error**: no workload call fails while at least
@@ -670,7 +671,7 @@ async fn workload(
             let len = r.gen_range(1..=(size - off).min(2 * u64::from(BLOCK)));
             (
                 r.gen_range(0..model.files.len()),
-                r.gen_range(0..10),
+                r.gen_range(0..12),
                 off,
                 len,
                 r.gen::<u8>(),
@@ -692,6 +693,36 @@ async fn workload(
                     .fsync(*ino, false)
                     .await
                     .map_err(|e| format!("op {n}: fsync failed: {e}"))?;
+            }
+            // Shrink to `off`, grow back: the cut part reads as zeros.
+            6 => {
+                let full = content.len() as u64;
+                for size in [off, full] {
+                    let set = weft_proto::types::SetAttr {
+                        size: Some(size),
+                        ..Default::default()
+                    };
+                    client
+                        .setattr(*ino, set)
+                        .await
+                        .map_err(|e| format!("op {n}: truncate to {size} failed: {e}"))?;
+                }
+                content[off as usize..].fill(0);
+                client
+                    .fsync(*ino, false)
+                    .await
+                    .map_err(|e| format!("op {n}: fsync after truncate failed: {e}"))?;
+            }
+            7 => {
+                client
+                    .fallocate(*ino, off, len, weft_client::Allocate::PunchHole)
+                    .await
+                    .map_err(|e| format!("op {n}: punch of {len} at {off} failed: {e}"))?;
+                content[off as usize..(off + len) as usize].fill(0);
+                client
+                    .fsync(*ino, false)
+                    .await
+                    .map_err(|e| format!("op {n}: fsync after punch failed: {e}"))?;
             }
             _ => {
                 let got = client
