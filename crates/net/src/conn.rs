@@ -54,7 +54,7 @@ impl Conn {
             }
             Err(_) => return Err(NetError::ConnectTimeout { addr: addr.into() }),
         };
-        let _ = stream.set_nodelay(true);
+        crate::liveness::tune(&stream, addr);
         match tokio::time::timeout(
             CONNECT_TIMEOUT,
             handshake::client(&mut stream, secret, name, addr, join, client_id),

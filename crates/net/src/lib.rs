@@ -8,6 +8,8 @@
 //! - Servers hand each request to a synchronous [`Handler`] on tokio's
 //!   blocking pool: the role crates (nsd, meta, quorum) stay free of async.
 //! - A malformed frame closes the connection; it never panics the daemon.
+//! - A peer that stops acknowledging (a cut link, a dead host) closes the
+//!   connection within seconds (see `liveness`), not at the request timeout.
 //! - [`Transport`] is the seam a simulated network slots into
 //!   ([`Pool::with_transport`]); [`conformance`] is the suite every
 //!   implementation passes.
@@ -16,6 +18,7 @@ pub mod conformance;
 mod conn;
 mod error;
 mod handshake;
+mod liveness;
 mod secret;
 mod server;
 pub mod trace;
@@ -23,6 +26,7 @@ mod transport;
 
 pub use conn::{Peer, Pool, REQUEST_TIMEOUT};
 pub use error::NetError;
+pub use liveness::UNACKED;
 pub use secret::Secret;
 pub use server::{serve, Handler};
 pub use transport::{BoxFuture, Transport};

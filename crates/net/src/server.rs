@@ -100,7 +100,7 @@ async fn connection(
     handler: Arc<dyn Handler>,
     addr: &str,
 ) -> Result<(), crate::NetError> {
-    let _ = stream.set_nodelay(true);
+    crate::liveness::tune(&stream, addr);
     let hs = tokio::time::timeout(
         std::time::Duration::from_secs(10),
         handshake::server(&mut stream, secret, addr),
