@@ -10,7 +10,11 @@
 //!   kernel for [`UNACKED`] close the connection. The peer's kernel
 //!   acknowledges a request as soon as it arrives, however long the server
 //!   then takes to answer, so a slow request (a large fsync) is never cut;
-//!   only a peer that receives nothing is.
+//!   only a peer that receives nothing is — or one that reads nothing: a
+//!   server stops reading a connection with `MAX_IN_FLIGHT` requests on it,
+//!   and if none of them ends for [`UNACKED`] its window stays shut and the
+//!   connection closes too (its calls fail and are resent elsewhere, as at
+//!   the request timeout, only sooner).
 //! - **Keepalive**: an idle connection is probed after [`IDLE`], every
 //!   [`PROBE_INTERVAL`], and closed after [`PROBES`] unanswered probes.
 //!
@@ -25,7 +29,7 @@ use tokio::net::TcpStream;
 use tracing::debug;
 
 /// Longest time sent bytes may stay unacknowledged.
-pub const UNACKED: Duration = Duration::from_secs(10);
+pub const UNACKED: Duration = Duration::from_secs(15);
 /// Idle time before the first keepalive probe.
 pub const IDLE: Duration = Duration::from_secs(10);
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);

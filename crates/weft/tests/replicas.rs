@@ -462,7 +462,7 @@ fn judge_writer(client: &str, o: &Outcome, problems: &mut Vec<String>) {
 /// The link between client c1 and NSD host s2 is cut mid-write while s2
 /// stays reachable from everyone else (the manager sees it alive). c1's
 /// writes must go on without error, no call pausing longer than 30 s (the
-/// cut connection closes after 10 s unacknowledged; the request timeout is
+/// cut connection closes after 15 s unacknowledged; the request timeout is
 /// 60 s); once the link heals, everything converges: all NSDs up, identical
 /// replicas, all fsync'ed data readable.
 #[test]
@@ -567,7 +567,7 @@ fn a_client_cut_from_one_nsd_host_keeps_writing() {
         judge_writer(client, o, &mut problems);
     }
     // The cut connection closes once its bytes go unacknowledged for
-    // `weft_net::UNACKED` (10 s), not at the 60 s request timeout.
+    // `weft_net::UNACKED` (15 s), not at the 60 s request timeout.
     if let Some((_, o)) = outcomes.iter().find(|(client, _)| client == "c1") {
         if o.slowest.0 > CUT_STALL {
             problems.push(format!(
