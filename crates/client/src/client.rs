@@ -1332,13 +1332,23 @@ impl Client {
             .map(|n| n.id)
             .collect();
         // A server that does not answer (down, its data served by its
-        // chain peers) leaves its NSDs out of the totals.
-        let (stats, mut failed) = self.cluster.nsd_stats_partial().await;
-        if stats.is_empty() {
-            if let Some((_, e)) = failed.pop() {
-                return Err(e);
+        // chain peers) leaves its NSDs out of the totals. When none
+        // answers, ask again a few times: answers lost on the way, or a
+        // server cut off for a moment, must not fail a `df` or the
+        // free-space check of a preallocation.
+        let mut tries = 0;
+        let stats = loop {
+            let (stats, mut failed) = self.cluster.nsd_stats_partial().await;
+            tries += 1;
+            if !stats.is_empty() {
+                break stats;
             }
-        }
+            match failed.pop() {
+                Some((_, e)) if tries >= STATFS_TRIES => return Err(e),
+                Some(_) => tokio::time::sleep(STATFS_PAUSE).await,
+                None => break stats,
+            }
+        };
         let (mut total, mut free) = (0u64, 0u64);
         for s in stats.iter().filter(|s| ours.contains(&s.nsd)) {
             total += s.size;
@@ -1357,6 +1367,11 @@ impl Client {
         })
     }
 }
+
+/// Rounds of asking every NSD server for its usage before `statfs` gives
+/// up, when none answers, and the pause between them.
+const STATFS_TRIES: u32 = 5;
+const STATFS_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn check_name(name: &[u8]) -> Result<(), ClientError> {
     if name.len() > NAME_MAX {

@@ -7,8 +7,8 @@
 //! unlink through the mount answers as soon as the name is gone and hands
 //! the orphan to this queue: one task frees whatever has gathered within
 //! [`LINGER`] — one `Sync` per metadata shard for the whole batch, then the
-//! chunks, then the inodes. `statfs` waits for the queue, so free space reads right after an
-//! `rm`. Orphans still queued when the process dies stay on the shard's
+//! chunks, then the inodes. `statfs` waits for the queue, so free space
+//! reads right after an `rm`. Orphans still queued when the process dies stay on the shard's
 //! orphan list and are freed at the next start (`Client::reclaim_orphans`).
 
 use std::collections::BTreeSet;

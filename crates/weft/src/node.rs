@@ -14,10 +14,10 @@ use weft_proto::types::FsId;
 use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
 
 use crate::chain::Forwarder;
+use crate::cluster::manager::Manager;
 
 /// Largest buffered chunk write a local caller runs on its own thread.
 const QUICK_WRITE: usize = 16 << 10;
-use crate::cluster::manager::Manager;
 
 /// Where this node's configuration requests go.
 pub enum QuorumRole {

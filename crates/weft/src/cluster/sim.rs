@@ -15,8 +15,9 @@
 //! Invariants, one per check:
 //! - **no acknowledged write lost**: after the faults stop and every disk is
 //!   `up` again, a new client reads every file exactly as the workload last
-//!   left it (every write, truncation — shrink then grow back — and punched
-//!   hole was followed by an fsync that succeeded);
+//!   left it (every write, truncation — shrink then grow back —, punched
+//!   hole, preallocation and zeroed range was followed by an fsync that
+//!   succeeded);
 //! - **reads are never older than an acknowledged write**: every read during
 //!   the faults returns what the workload last wrote there;
 //! - **applications see no error**: no workload call fails while at least
@@ -671,7 +672,7 @@ async fn workload(
             let len = r.gen_range(1..=(size - off).min(2 * u64::from(BLOCK)));
             (
                 r.gen_range(0..model.files.len()),
-                r.gen_range(0..12),
+                r.gen_range(0..14),
                 off,
                 len,
                 r.gen::<u8>(),
@@ -723,6 +724,29 @@ async fn workload(
                     .fsync(*ino, false)
                     .await
                     .map_err(|e| format!("op {n}: fsync after punch failed: {e}"))?;
+            }
+            // Space reserved inside the file: the bytes stay as they were.
+            8 => {
+                client
+                    .fallocate(*ino, off, len, weft_client::Allocate::KeepSize)
+                    .await
+                    .map_err(|e| format!("op {n}: preallocation of {len} at {off} failed: {e}"))?;
+                client
+                    .fsync(*ino, false)
+                    .await
+                    .map_err(|e| format!("op {n}: fsync after preallocation failed: {e}"))?;
+            }
+            9 => {
+                let how = weft_client::Allocate::ZeroRange { keep_size: true };
+                client
+                    .fallocate(*ino, off, len, how)
+                    .await
+                    .map_err(|e| format!("op {n}: zeroing of {len} at {off} failed: {e}"))?;
+                content[off as usize..(off + len) as usize].fill(0);
+                client
+                    .fsync(*ino, false)
+                    .await
+                    .map_err(|e| format!("op {n}: fsync after zeroing failed: {e}"))?;
             }
             _ => {
                 let got = client
