@@ -335,7 +335,11 @@ pub fn run(dir: &DataDir, first: FirstStart) -> Result<()> {
         .context("cannot start the async runtime")?;
     let result = rt.block_on(serve_node(dir, cfg.clone(), roles, secret, first));
     rt.shutdown_timeout(Duration::from_secs(2));
-    let _ = std::fs::remove_file(dir.addr_file());
+    // The run file left in place marks a stop that was not clean (see
+    // `unclean`): only a clean one removes it.
+    if result.is_ok() {
+        let _ = std::fs::remove_file(dir.addr_file());
+    }
     let _ = std::fs::remove_file(dir.http_file());
     result
 }
@@ -378,6 +382,7 @@ async fn serve_node(
     }));
     let handler: Arc<dyn Handler> = node.clone();
     let server = tokio::spawn(serve(listener, secret.clone(), handler.clone()));
+    let unclean = dir.addr_file().exists();
     std::fs::write(
         dir.addr_file(),
         format!("{}\n{}\n", cfg.listen, std::process::id()),
@@ -410,12 +415,31 @@ async fn serve_node(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let config = match config {
+    let mut config = match config {
         Some(c) => c,
         None => serde_json::from_slice(&std::fs::read(&cache).unwrap_or_default()).with_context(
             || "no quorum node answers and no configuration is kept from an earlier run",
         )?,
     };
+    if unclean {
+        // Before any NSD is served: its copies may lack writes the chain
+        // acknowledged.
+        let mut addrs: Vec<String> = config
+            .nodes
+            .iter()
+            .filter(|n| n.roles.quorum)
+            .map(|n| n.addr.clone())
+            .collect();
+        if addrs.is_empty() {
+            addrs = cfg.quorum_addrs.clone();
+        }
+        if !super::unclean::report(&pool, &addrs, &config, cfg.node_id).await {
+            warn!("the last stop was not clean and not every disk could be reported for a resync");
+        }
+        if let Some(c) = current_config(&manager, &pool, &addrs).await {
+            config = c;
+        }
+    }
     let mounts = Arc::new(Mounts {
         secret: secret.clone(),
         handler: handler.clone(),

@@ -7,7 +7,8 @@
 //! DATA/quorum.redb         Raft log and configuration (quorum nodes)
 //! DATA/config-cache.json   the last configuration seen (every node)
 //! DATA/meta/FS-shardN.redb metadata shards placed on this node
-//! DATA/run/weft.addr       address of the running daemon
+//! DATA/run/weft.addr       address of the running daemon; left by a stop
+//!                          that was not clean (see `unclean`)
 //! ```
 
 pub mod admin;
@@ -20,6 +21,7 @@ pub mod resync;
 #[cfg(test)]
 mod sim;
 pub mod token;
+pub mod unclean;
 
 use std::path::PathBuf;
 use std::time::Duration;
