@@ -40,7 +40,8 @@
 //! - `a_node_back_from_an_unclean_stop_resyncs_its_disks`: an NSD host killed
 //!   with SIGKILL and restarted at once (before the manager notices) reports
 //!   its disk before serving it; the disk is resynced and every block has
-//!   two identical copies.
+//!   two identical copies. Stopped with SIGTERM and started, it reports
+//!   nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/netns.rs"]
@@ -300,6 +301,31 @@ fn a_node_back_from_an_unclean_stop_resyncs_its_disks() {
     clock.say(&format!(
         "{n} chunk files checked: {REPLICAS} identical copies of every block"
     ));
+
+    // A clean stop (SIGTERM) and start: nothing is reported, nothing resyncs.
+    let taken = c.log_lines("q1", &["stopped uncleanly"]).len();
+    let status = c.procs.remove("s3").unwrap().term(Duration::from_secs(30));
+    assert!(
+        matches!(status, Ok(Some(s)) if s.success()),
+        "s3 did not stop cleanly on SIGTERM: {status:?}"
+    );
+    let (p, _) = c.start(&s3, &["node", "run"]);
+    c.procs.insert("s3".into(), p);
+    wait_until(Duration::from_secs(60), "s3 serving its NSD again", || {
+        !c.log_lines("s3", &["serving NSDs"]).is_empty()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        c.log_lines("s3", &["unclean stop"]).is_empty(),
+        "s3 reported its disk after a clean stop"
+    );
+    assert_eq!(
+        c.log_lines("q1", &["stopped uncleanly"]).len(),
+        taken,
+        "the manager took a report after a clean stop"
+    );
+    assert!(c.all_up(&q1), "a disk is not up after a clean restart");
+    clock.say("s3 stopped with SIGTERM and started: no report, every disk up");
     c.weft_ok(&c.host("c1"), &["umount", m.to_str().unwrap()]);
 }
 

@@ -679,7 +679,7 @@ async fn workload(
             )
         };
         let (ino, content) = &mut model.files[f];
-        match kind {
+        let what = match kind {
             0..=5 => {
                 let data: Vec<u8> = (0..len).map(|i| byte.wrapping_add(i as u8)).collect();
                 let wrote = client
@@ -690,10 +690,7 @@ async fn workload(
                     return Err(format!("op {n}: short write {wrote} of {len}"));
                 }
                 content[off as usize..(off + len) as usize].copy_from_slice(&data);
-                client
-                    .fsync(*ino, false)
-                    .await
-                    .map_err(|e| format!("op {n}: fsync failed: {e}"))?;
+                "write"
             }
             // Shrink to `off`, grow back: the cut part reads as zeros.
             6 => {
@@ -709,44 +706,28 @@ async fn workload(
                         .map_err(|e| format!("op {n}: truncate to {size} failed: {e}"))?;
                 }
                 content[off as usize..].fill(0);
-                client
-                    .fsync(*ino, false)
-                    .await
-                    .map_err(|e| format!("op {n}: fsync after truncate failed: {e}"))?;
+                "truncate"
             }
-            7 => {
-                client
-                    .fallocate(*ino, off, len, weft_client::Allocate::PunchHole)
-                    .await
-                    .map_err(|e| format!("op {n}: punch of {len} at {off} failed: {e}"))?;
-                content[off as usize..(off + len) as usize].fill(0);
-                client
-                    .fsync(*ino, false)
-                    .await
-                    .map_err(|e| format!("op {n}: fsync after punch failed: {e}"))?;
-            }
-            // Space reserved inside the file: the bytes stay as they were.
-            8 => {
-                client
-                    .fallocate(*ino, off, len, weft_client::Allocate::KeepSize)
-                    .await
-                    .map_err(|e| format!("op {n}: preallocation of {len} at {off} failed: {e}"))?;
-                client
-                    .fsync(*ino, false)
-                    .await
-                    .map_err(|e| format!("op {n}: fsync after preallocation failed: {e}"))?;
-            }
-            9 => {
-                let how = weft_client::Allocate::ZeroRange { keep_size: true };
+            // A punched hole and a zeroed range read as zeros; space
+            // reserved inside the file leaves the bytes as they were.
+            7..=9 => {
+                let (how, what, zeroes) = match kind {
+                    7 => (weft_client::Allocate::PunchHole, "punch", true),
+                    8 => (weft_client::Allocate::KeepSize, "preallocation", false),
+                    _ => (
+                        weft_client::Allocate::ZeroRange { keep_size: true },
+                        "zeroing",
+                        true,
+                    ),
+                };
                 client
                     .fallocate(*ino, off, len, how)
                     .await
-                    .map_err(|e| format!("op {n}: zeroing of {len} at {off} failed: {e}"))?;
-                content[off as usize..(off + len) as usize].fill(0);
-                client
-                    .fsync(*ino, false)
-                    .await
-                    .map_err(|e| format!("op {n}: fsync after zeroing failed: {e}"))?;
+                    .map_err(|e| format!("op {n}: {what} of {len} at {off} failed: {e}"))?;
+                if zeroes {
+                    content[off as usize..(off + len) as usize].fill(0);
+                }
+                what
             }
             _ => {
                 let got = client
@@ -759,8 +740,13 @@ async fn workload(
                         "op {n}: read of {len} at {off} of file {f} returned other bytes than were last written"
                     ));
                 }
+                continue;
             }
-        }
+        };
+        client
+            .fsync(*ino, false)
+            .await
+            .map_err(|e| format!("op {n}: fsync after {what} failed: {e}"))?;
     }
     Ok(())
 }

@@ -586,6 +586,27 @@ impl Proc {
         })
     }
 
+    /// SIGTERM to the process (a clean stop), then waits up to `wait` for
+    /// it to exit; its exit status, or `None` if it still runs.
+    pub fn term(&self, wait: Duration) -> io::Result<Option<ExitStatus>> {
+        let pid = libc::pid_t::try_from(self.pid)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+        // SAFETY: kill(2) on a pid this harness started; no memory is shared.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// `None` while running, else its exit status (also after [`Proc::kill9`]
     /// returns `Err(NotFound)`).
     pub fn try_wait(&self) -> io::Result<Option<ExitStatus>> {
