@@ -327,10 +327,13 @@ impl World {
     }
 }
 
-/// One caller's view of the simulated network.
+/// One caller's view of the simulated network. It holds the world weakly:
+/// the world's nodes hold endpoints (their chain forwarders' pools), and a
+/// strong reference would keep every seed's world, its open NSD and
+/// metadata files included, alive for the whole run of seeds.
 struct Endpoint {
     from: String,
-    world: Arc<World>,
+    world: std::sync::Weak<World>,
 }
 
 impl Transport for Endpoint {
@@ -341,23 +344,27 @@ impl Transport for Endpoint {
         data: Bytes,
     ) -> BoxFuture<'a, Result<(Response, Bytes), NetError>> {
         Box::pin(async move {
+            let gone = || NetError::Closed {
+                addr: addr.to_string(),
+                reason: "simulated".into(),
+            };
+            // The seed has ended.
+            let Some(world) = self.world.upgrade() else {
+                return Err(gone());
+            };
             // Faults hit the data path; the metadata shard and the manager
             // are made highly available by other issues (Raft).
             let (delay, lose_before, lose_after) = if addr == META || addr == QUORUM {
                 (0, false, false)
             } else {
-                self.world.roll()
+                world.roll()
             };
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            let gone = || NetError::Closed {
-                addr: addr.to_string(),
-                reason: "simulated".into(),
-            };
-            if lose_before || !self.world.reachable(&self.from, addr) {
+            if lose_before || !world.reachable(&self.from, addr) {
                 return Err(gone());
             }
-            let answer = self.world.deliver(addr, req, data).await;
-            if lose_after || !self.world.reachable(&self.from, addr) {
+            let answer = world.deliver(addr, req, data).await;
+            if lose_after || !world.reachable(&self.from, addr) {
                 return Err(gone());
             }
             match answer {
@@ -371,7 +378,7 @@ impl Transport for Endpoint {
 fn pool(world: &Arc<World>, from: &str) -> Pool {
     Pool::new(Secret::generate(), from, 1).with_transport(Arc::new(Endpoint {
         from: from.to_string(),
-        world: world.clone(),
+        world: Arc::downgrade(world),
     }))
 }
 
