@@ -485,6 +485,7 @@ impl DataPath {
                     offset,
                     len,
                     direct,
+                    chain_ver: r.version,
                 };
                 match self.call(nsd, req, Bytes::new()).await {
                     Ok((Response::ChunkRead { .. }, data, _)) => {

@@ -61,6 +61,7 @@ pub(crate) async fn repair(
             offset: 0,
             len: block_size,
             direct: false,
+            chain_ver,
         };
         let (present, data) = match peer.call(Request::Nsd(read), Bytes::new()).await? {
             (Response::ChunkRead { present, .. }, data) => (present, data),

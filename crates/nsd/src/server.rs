@@ -380,7 +380,9 @@ impl NsdServer {
                 offset,
                 len,
                 direct,
+                chain_ver,
             } => {
+                self.check_chain(nsd, chain_ver)?;
                 let at = Instant::now();
                 let res = self.store(nsd)?.read(&chunk, offset, len, direct);
                 let n = res.as_ref().map(|r| r.data.len() as u64);

@@ -243,24 +243,43 @@ impl FsInfo {
     }
 }
 
-/// Builds a pool's chain table: `replicas` NSDs per chain, each chain's members
-/// in distinct failure groups, every NSD heading the same number of chains.
-/// Returns `None` when there are fewer failure groups than replicas.
+/// Chains a pool's table gets per data disk when `weft fs create` is not
+/// told `--chains`. A table keeps its chain count for life (file layouts
+/// name chains by index); `weft restripe -b` spreads the chains over the
+/// disks there are, so a pool can grow to as many disks as it has chains.
+/// Twelve per disk lets the disk count double, triple, grow by half or a
+/// quarter and still divide the chain count, which keeps every file's
+/// blocks even over the disks (see `docs/replication.md`).
+pub const CHAINS_PER_DISK: usize = 12;
+
+/// Most chains one pool's table may have.
+pub const MAX_CHAINS: usize = 1 << 16;
+
+/// Builds a pool's chain table of `chains` chains: `replicas` NSDs per chain,
+/// each chain's members in distinct failure groups. Chain *c* is headed by
+/// the pool's data NSD *c* mod *n* (in the order given), and its other
+/// members are the next NSDs in that order whose failure groups the chain
+/// does not have yet, so every NSD heads the same number of chains (± 1)
+/// and consecutive chains have consecutive heads. Returns `None` when there
+/// are fewer failure groups than replicas, or no data NSD.
 pub fn plan_chain_table(
     pool: &str,
     version: u64,
     nsds: &[NsdInfo],
     replicas: usize,
+    chains: usize,
 ) -> Option<ChainTable> {
     let members: Vec<&NsdInfo> = nsds
         .iter()
         .filter(|n| n.pool == pool && n.usage.holds_data())
         .collect();
-    if members.is_empty() || replicas == 0 {
+    if members.is_empty() || replicas == 0 || chains == 0 {
         return None;
     }
-    let mut chains = Vec::with_capacity(members.len());
-    for (i, head) in members.iter().enumerate() {
+    let mut out = Vec::with_capacity(chains);
+    for c in 0..chains {
+        let i = c % members.len();
+        let head = members[i];
         let mut chain = vec![head.id];
         let mut groups = vec![head.failure_group];
         for step in 1..members.len() {
@@ -276,12 +295,12 @@ pub fn plan_chain_table(
         if chain.len() < replicas {
             return None;
         }
-        chains.push(Chain::of(chain));
+        out.push(Chain::of(chain));
     }
     Some(ChainTable {
         pool: pool.to_string(),
         version,
-        chains,
+        chains: out,
     })
 }
 
@@ -307,15 +326,26 @@ mod tests {
     #[test]
     fn one_replica_one_chain_per_nsd() {
         let nsds: Vec<_> = (1..=4).map(|i| nsd(i, i)).collect();
-        let t = plan_chain_table("system", 1, &nsds, 1).unwrap();
+        let t = plan_chain_table("system", 1, &nsds, 1, 4).unwrap();
         assert_eq!(t.chains.len(), 4);
         assert!(t.chains.iter().all(|c| c.nsds.len() == 1));
     }
 
     #[test]
+    fn more_chains_than_disks_rotate_their_heads() {
+        let nsds: Vec<_> = (1..=4).map(|i| nsd(i, i)).collect();
+        let t = plan_chain_table("system", 1, &nsds, 2, 4 * CHAINS_PER_DISK).unwrap();
+        assert_eq!(t.chains.len(), 48);
+        for (c, chain) in t.chains.iter().enumerate() {
+            let head = (c % 4) as u32 + 1;
+            assert_eq!(chain.nsds, vec![head, head % 4 + 1], "chain {c}");
+        }
+    }
+
+    #[test]
     fn replicas_go_to_distinct_failure_groups() {
         let nsds = vec![nsd(1, 1), nsd(2, 1), nsd(3, 2), nsd(4, 2)];
-        let t = plan_chain_table("system", 1, &nsds, 2).unwrap();
+        let t = plan_chain_table("system", 1, &nsds, 2, 4).unwrap();
         for c in &t.chains {
             let fgs: Vec<u32> = c
                 .nsds
@@ -324,6 +354,6 @@ mod tests {
                 .collect();
             assert_ne!(fgs[0], fgs[1]);
         }
-        assert!(plan_chain_table("system", 1, &nsds, 3).is_none());
+        assert!(plan_chain_table("system", 1, &nsds, 3, 4).is_none());
     }
 }

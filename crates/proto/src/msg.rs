@@ -156,6 +156,11 @@ pub enum NsdRequest {
         /// Read from the disk past the server's page cache (O_DIRECT), as
         /// an application's direct I/O asks.
         direct: bool,
+        /// The chain-table version the read was routed by: an NSD whose
+        /// chains are at a newer version refuses it (`ChainChanged`), as a
+        /// disk a chain let go of may have removed its copies. 0 skips the
+        /// check (a resync's source, tools).
+        chain_ver: u64,
     },
     /// Shortens (or, with `len` 0, deletes) one chunk. Answered, like
     /// `Write`, `DeleteFrom` and `Allocate`, with the change of the bytes
@@ -528,6 +533,9 @@ pub enum ConfigChange {
     RemoveDisks { fs: String, nsds: Vec<String> },
     /// `weft fs set -r`: every chain of `fs` gets `replicas` copies.
     SetReplicas { fs: String, replicas: u8 },
+    /// `weft restripe -b`: the copies of every chain of `fs` move so that
+    /// the chains spread evenly over all its data disks.
+    Balance { fs: String },
 }
 
 /// What `weft disk stop|start` asks of the cluster manager.

@@ -1,7 +1,8 @@
 //! A small cluster configuration for other crates' tests (feature
 //! `sample`): `n` NSDs, NSD *i* on node *i* in failure group *i*, all up;
 //! one file system `fs1` (id 1, 1 MiB blocks, its metadata shard on node 1)
-//! whose one chain table (version 1) keeps `replicas` copies.
+//! whose one chain table (version 1, one chain per NSD) keeps `replicas`
+//! copies.
 
 use crate::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
@@ -25,7 +26,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             availability: Availability::Ready,
         })
         .collect();
-    let Some(table) = plan_chain_table("system", 1, &nsds, replicas) else {
+    let Some(table) = plan_chain_table("system", 1, &nsds, replicas, nsds.len()) else {
         panic!("{n} failure groups cannot hold {replicas} replicas");
     };
     ClusterConfig {

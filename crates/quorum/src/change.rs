@@ -87,6 +87,7 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
         ConfigChange::SetReplicas { fs, replicas } => {
             crate::restripe::set_replicas(config, fs, *replicas).map(|_| ())
         }
+        ConfigChange::Balance { fs } => crate::restripe::balance(config, fs).map(|_| ()),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Moving copies between NSDs: the cluster manager's pure planners behind
-//! `weft disk add|suspend|resume|delete` and `weft restripe -r`.
+//! `weft disk add|suspend|resume|delete` and `weft restripe -r|-b`
+//! (`-b` in [`balance`]).
 //!
 //! A chain keeps its index in its table (file layouts name chains by index),
 //! but its members can change. A copy moves in three steps:
@@ -31,6 +32,9 @@ use weft_proto::config::{Availability, Chain, ChainMove, ClusterConfig, DiskStat
 use weft_proto::types::NsdId;
 
 use crate::QuorumError;
+
+mod balance;
+pub use balance::{balance, BalancePlan};
 
 fn refuse(reason: impl Into<String>) -> QuorumError {
     QuorumError::Refused {

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
-    ShardInfo, Usage, FORMAT_VERSION,
+    ShardInfo, Usage, CHAINS_PER_DISK, FORMAT_VERSION,
 };
 use weft_proto::layout::subblock_size;
 use weft_proto::types::Timespec;
@@ -250,7 +250,7 @@ pub fn plan_cluster(
             availability: Availability::Ready,
         })
         .collect();
-    let Some(table) = plan_chain_table("system", 1, &nsds, 1) else {
+    let Some(table) = plan_chain_table("system", 1, &nsds, 1, nsds.len() * CHAINS_PER_DISK) else {
         bail!("cannot build a chain table over {} NSDs", nsds.len());
     };
     let total: u64 = nsds.iter().map(|n| n.size).sum();

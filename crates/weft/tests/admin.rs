@@ -61,6 +61,8 @@ fn check_fs_show(out: &str, block: u64, subblock: u64) {
     assert_eq!(rows["-d"], "nsd1;nsd2;nsd3;nsd4", "-d row:\n{out}");
     assert_eq!(rows["-m"], "1", "-m row:\n{out}");
     assert_eq!(rows["-r"], "1", "-r row:\n{out}");
+    // Twelve chains per data disk, so `weft restripe -b` can spread them.
+    assert_eq!(rows["--chains"], "48", "--chains row:\n{out}");
     for flag in ["-i", "-V", "--inode-limit"] {
         let n: u64 = rows[flag]
             .parse()

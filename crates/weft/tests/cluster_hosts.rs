@@ -481,7 +481,23 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
     assert!(disks.contains("nsd1"), "{disks}");
 
     // A second file system on the NSD made during the partition, mounted
-    // beside the first on the same node.
+    // beside the first on the same node; fewer chains than disks is refused.
+    let e = c.weft_err(
+        &cl,
+        &[
+            "fs",
+            "create",
+            "fs2",
+            "-F",
+            more.to_str().unwrap(),
+            "--chains",
+            "0",
+        ],
+    );
+    assert!(
+        e.contains("--chains 0: pool system has 1 data disk(s)"),
+        "{e}"
+    );
     c.weft_ok(
         &cl,
         &[

@@ -1,7 +1,8 @@
 //! Moving copies between disks (`weft disk add|delete`, `weft restripe -r`)
 //! over network-namespace hosts running real `weft` processes: q1 (quorum,
 //! meta), clients, s1..s4 with nsd1..nsd4 in failure groups 1..4, fs1 with
-//! `-r 2`, and a fifth NSD host s5 that joins later.
+//! `-r 2` (48 chains: 12 per disk), and NSD hosts s5 (and s6) that join
+//! later.
 //!
 //! - `a_deleted_disk_moves_its_copies_while_a_client_writes`: files are
 //!   written, nsd5 is added, and `weft disk delete fs1 nsd2` runs while a
@@ -14,6 +15,12 @@
 //!   block has two copies again without s3. When s3 returns, its leftover
 //!   chunks are removed (still exactly two copies per block), and `weft disk
 //!   delete` takes the empty nsd3 out at once.
+//! - `added_disks_take_their_share_with_restripe_b`: nsd5 and nsd6 are
+//!   added and `weft restripe fs1 -b` runs while a second client writes
+//!   with fsyncs: every disk ends with 16 of the 48 chains' 96 copies, a
+//!   second `-b` moves nothing, every file reads back with two identical
+//!   copies of every block, and each file's copies are even over the six
+//!   disks (within one block per copy).
 //! - `more_and_fewer_replicas_on_a_live_file_system`: fs1 made with `-r 1`;
 //!   `weft fs set fs1 -r 2` and `weft restripe fs1 -R` give every block a
 //!   second identical copy in another failure group while a client writes;
@@ -27,6 +34,7 @@ mod netns;
 #[path = "common/replica_cluster.rs"]
 mod replica_cluster;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -74,27 +82,52 @@ fn chains_of(list: &str, nsd: &str) -> Option<String> {
 /// Host s5 joins with the nsd role and `weft disk add fs1` gives it nsd5
 /// (failure group 5); answers nsd5's directory.
 fn add_nsd5(c: &mut Cluster, clock: &Clock) -> PathBuf {
-    c.join_host("s5", "nsd");
-    let q1 = c.host("q1");
-    let dev = c.root.path().join("nsd-s5");
-    std::fs::create_dir_all(&dev).unwrap();
-    let stanza = c.root.path().join("more.stanza");
-    std::fs::write(
-        &stanza,
-        format!(
-            "%nsd: nsd=nsd5 device={} servers=s5 usage=dataAndMetadata failureGroup=5 pool=system\n",
+    add_nsds(c, clock, &[5]).remove(0).1
+}
+
+/// Hosts sK join with the nsd role, one per K in `ks`, and one `weft disk
+/// add fs1` gives each its nsdK (failure group K) as a spare; answers the
+/// new NSDs and their directories.
+fn add_nsds(c: &mut Cluster, clock: &Clock, ks: &[u32]) -> Vec<(String, PathBuf)> {
+    let mut stanza_text = String::new();
+    let mut out = Vec::new();
+    for k in ks {
+        c.join_host(&format!("s{k}"), "nsd");
+        let dev = c.root.path().join(format!("nsd-s{k}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        stanza_text.push_str(&format!(
+            "%nsd: nsd=nsd{k} device={} servers=s{k} usage=dataAndMetadata failureGroup={k} pool=system\n",
             dev.display()
-        ),
-    )
-    .unwrap();
-    let out = c.weft_ok(&q1, &["disk", "add", "fs1", "-F", stanza.to_str().unwrap()]);
-    assert!(out.contains("added nsd5 to fs1"), "{out}");
-    wait_until(Duration::from_secs(30), "nsd5 listed as a spare", || {
-        let o = c.weft_bounded(&q1, &["disk", "list", "fs1"]);
-        chains_of(&String::from_utf8_lossy(&o.stdout), "nsd5").as_deref() == Some("0")
-    });
-    clock.say("s5 joined; nsd5 added to fs1 as a spare");
-    dev
+        ));
+        out.push((format!("nsd{k}"), dev));
+    }
+    let q1 = c.host("q1");
+    let stanza = c.root.path().join("more.stanza");
+    std::fs::write(&stanza, stanza_text).unwrap();
+    let said = c.weft_ok(&q1, &["disk", "add", "fs1", "-F", stanza.to_str().unwrap()]);
+    let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        said.contains(&format!("added {} to fs1", names.join(", "))),
+        "{said}"
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the new NSDs listed as spares",
+        || {
+            let o = c.weft_bounded(&q1, &["disk", "list", "fs1"]);
+            let list = String::from_utf8_lossy(&o.stdout).into_owned();
+            out.iter()
+                .all(|(name, _)| chains_of(&list, name).as_deref() == Some("0"))
+        },
+    );
+    clock.say(&format!(
+        "{} joined and added to fs1 as spares",
+        out.iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    out
 }
 
 fn disk_list(c: &Cluster, h: &Host) -> String {
@@ -156,9 +189,10 @@ fn a_deleted_disk_moves_its_copies_while_a_client_writes() {
 
     let list = disk_list(&c, &q1);
     assert_eq!(chains_of(&list, "nsd2"), None, "nsd2 still listed:\n{list}");
-    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("2"), "{list}");
+    // 48 chains of two copies: nsd5 took nsd2's 24.
+    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("24"), "{list}");
     for n in ["nsd1", "nsd3", "nsd4"] {
-        assert_eq!(chains_of(&list, n).as_deref(), Some("2"), "{list}");
+        assert_eq!(chains_of(&list, n).as_deref(), Some("24"), "{list}");
     }
 
     let mut files = before;
@@ -207,21 +241,21 @@ fn copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe() {
     ));
     assert!(out.contains("moves to nsd5"), "{out}");
     assert!(
-        out.contains("restripe of fs1 done: 2 copies moved"),
+        out.contains("restripe of fs1 done: 24 copies moved"),
         "{out}"
     );
-    // 6 files of 8 blocks, 2 of every 4 blocks on chains 1 and 2: 96 MiB.
+    // 6 files of 8 blocks; nsd3 holds a copy of half the chains: 96 MiB.
     assert!(out.contains(", 96.0 MiB copied"), "{out}");
     let list = disk_list(&c, &q1);
     assert_eq!(chains_of(&list, "nsd3").as_deref(), Some("0"), "{list}");
-    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("2"), "{list}");
+    assert_eq!(chains_of(&list, "nsd5").as_deref(), Some("24"), "{list}");
     // s3 is still dead, but fs1 has both copies of everything again.
     let o = c.weft(&q1, &["health"]);
     let health = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         health
             .lines()
-            .any(|l| l.contains("fs1") && l.contains("4 chains, all up")),
+            .any(|l| l.contains("fs1") && l.contains("48 chains, all up")),
         "weft health:\n{health}"
     );
     // Nothing left to do.
@@ -256,6 +290,115 @@ fn copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe() {
     assert!(out.contains("deleted nsd3 from fs1"), "{out}");
     assert_eq!(chains_of(&disk_list(&c, &q1), "nsd3"), None);
     verify_files(&c.mount("c1"), &files);
+    for (client, m) in c.mounts.clone() {
+        c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
+    }
+}
+
+/// Chunk files of file `w` on each of `c`'s NSDs (every NSD listed, with 0
+/// when it holds none).
+fn copies_per_nsd(c: &Cluster, mount: &std::path::Path, w: &Written) -> BTreeMap<String, usize> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(mount.join(&w.spec.name)).unwrap().ino();
+    let mut out = BTreeMap::new();
+    for (nsd, dev) in &c.nsds {
+        let dir = dev
+            .join("chunks")
+            .join(FS_ID)
+            .join(format!("{:02x}", ino % 256));
+        let mut n = 0;
+        for d in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if d.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{ino:016x}."))
+            {
+                n += std::fs::read_dir(d.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().parse::<u64>().is_ok())
+                    .count();
+            }
+        }
+        out.insert(nsd.clone(), n);
+    }
+    out
+}
+
+#[test]
+fn added_disks_take_their_share_with_restripe_b() {
+    let clock = Clock(Instant::now());
+    let Some(mut c) = Cluster::boot("rsb", &["c1", "c2"], 2, &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let counter = AtomicU64::new(0);
+    let before = write_files(&c.mount("c1"), &specs("c1", 6000, 6, 32), 8, &counter)
+        .unwrap_or_else(|e| panic!("writer on c1: {e}"));
+    clock.say("6 x 32 MiB written through c1");
+    let added = add_nsds(&mut c, &clock, &[5, 6]);
+
+    let progress = Arc::new(AtomicU64::new(0));
+    let writer = spawn_writer(
+        c.mount("c2"),
+        specs("c2", 7000, 6, 32),
+        8,
+        Arc::clone(&progress),
+    );
+    wait_until(Duration::from_secs(60), "the writer under way", || {
+        progress.load(Ordering::Relaxed) >= 8 << 20
+    });
+    let started = Instant::now();
+    let o = weft_long(&c, &q1, &["restripe", "fs1", "-b"]);
+    let out = ok_out(&o, "weft restripe fs1 -b");
+    clock.say(&format!(
+        "weft restripe fs1 -b took {:.1}s, the writer on c2 at MiB {}:\n{}",
+        started.elapsed().as_secs_f64(),
+        progress.load(Ordering::Relaxed) >> 20,
+        out.lines()
+            .filter(|l| !l.starts_with("chain "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
+    // 48 chains over 4 disks to 48 over 6: the chains whose head or second
+    // copy changes move, each copy at most once.
+    assert!(
+        out.contains("moves to nsd5") && out.contains("moves to nsd6"),
+        "{out}"
+    );
+    assert!(out.contains("restripe of fs1 done"), "{out}");
+    let during = join_writers(vec![("c2".into(), writer)], Duration::from_secs(240));
+    clock.say("the writer on c2 finished without an error");
+
+    // Every disk holds 16 of the 96 copies: 8 chains it heads, 8 it follows.
+    let list = disk_list(&c, &q1);
+    for n in ["nsd1", "nsd2", "nsd3", "nsd4", "nsd5", "nsd6"] {
+        assert_eq!(chains_of(&list, n).as_deref(), Some("16"), "{n}:\n{list}");
+    }
+    let o = weft_long(&c, &q1, &["restripe", "fs1", "-b"]);
+    assert!(
+        ok_out(&o, "weft restripe fs1 -b again").contains("nothing to move"),
+        "a second balance moved copies"
+    );
+
+    let mut files = before;
+    files.extend(during.into_iter().flat_map(|(_, f)| f));
+    verify_files(&c.mount("c1"), &files);
+    verify_files(&c.mount("c2"), &files);
+    c.nsds.extend(added);
+    // The disks chains let go of remove their chunks in the background.
+    let n = wait_copies(&c, &c.mount("c1"), &files, 2);
+    clock.say(&format!(
+        "{n} chunk files checked: two identical copies of every block, none left behind"
+    ));
+    // Each file's 16 copies over 6 disks: within one block per copy.
+    for w in &files {
+        let per = copies_per_nsd(&c, &c.mount("c1"), w);
+        let (lo, hi) = (per.values().min().unwrap(), per.values().max().unwrap());
+        assert!(hi - lo <= 2, "{}: copies per disk {per:?}", w.spec.name);
+        assert!(*lo > 0, "{}: a disk holds none of it: {per:?}", w.spec.name);
+    }
+    clock.say("every file spread over all six disks, within one block per copy");
     for (client, m) in c.mounts.clone() {
         c.weft_ok(&c.host(&client), &["umount", m.to_str().unwrap()]);
     }
@@ -324,14 +467,14 @@ fn more_and_fewer_replicas_on_a_live_file_system() {
     let writer = spawn_writer(c.mount("c1"), specs("two", 5000, 4, 32), 8, progress);
     let out = c.weft_ok(&q1, &["fs", "set", "fs1", "-r", "2"]);
     assert!(out.contains("fs1 now keeps 2 data replicas"), "{out}");
-    assert_eq!(out.matches("new copy on").count(), 4, "{out}");
+    assert_eq!(out.matches("new copy on").count(), 48, "{out}");
     let o = weft_long(&c, &q1, &["restripe", "fs1", "-R"]);
     let out = ok_out(&o, "weft restripe fs1 -R");
     clock.say(&format!(
         "weft fs set fs1 -r 2; weft restripe fs1 -R:\n{out}"
     ));
     assert!(
-        out.contains("restripe of fs1 done: 4 copies moved"),
+        out.contains("restripe of fs1 done: 48 copies moved"),
         "{out}"
     );
     files.extend(
@@ -352,7 +495,7 @@ fn more_and_fewer_replicas_on_a_live_file_system() {
     ));
 
     let out = c.weft_ok(&q1, &["fs", "set", "fs1", "-r", "1"]);
-    assert!(out.contains("4 copies dropped"), "{out}");
+    assert!(out.contains("48 copies dropped"), "{out}");
     verify_files(&c.mount("c1"), &files);
     let n = wait_copies(&c, &c.mount("c1"), &files, 1);
     clock.say(&format!(

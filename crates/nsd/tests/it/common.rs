@@ -116,6 +116,7 @@ impl Env {
                 offset,
                 len,
                 direct,
+                chain_ver: 0,
             },
             Bytes::new(),
         )

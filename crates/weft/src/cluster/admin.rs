@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo,
-    ShardInfo, FORMAT_VERSION,
+    ShardInfo, CHAINS_PER_DISK, FORMAT_VERSION, MAX_CHAINS,
 };
 use weft_proto::layout::{subblock_size, valid_block_size, DEFAULT_BLOCK};
 use weft_proto::msg::{ConfigChange, NodeRequest, QuorumRequest};
@@ -75,6 +75,12 @@ pub struct FsCreateArgs {
     /// Maximum data replicas (1..=3).
     #[arg(short = 'R', default_value_t = 2)]
     pub max_data_replicas: u8,
+    /// Chains in each pool's chain table (fixed for life): a pool can grow
+    /// to as many disks as it has chains, and `weft restripe -b` keeps
+    /// every file even over its disks when their count divides it.
+    /// Default: 12 per data disk of the pool.
+    #[arg(long)]
+    pub chains: Option<usize>,
     #[command(flatten)]
     pub target: Target,
 }
@@ -170,7 +176,7 @@ pub fn disk_add(args: DiskAddArgs) -> Result<()> {
         };
         call_manager(pool, &local.quorum_addrs, QuorumRequest::Change(change)).await?;
         println!(
-            "weft: added {} to {fs}; `weft restripe {fs} -r` moves copies off suspended or failed disks onto them",
+            "weft: added {} to {fs}; `weft restripe {fs} -b` spreads the copies over them (and `-r` moves copies off suspended or failed disks onto them)",
             names.join(", ")
         );
         Ok(())
@@ -293,7 +299,18 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             if !members.iter().any(|n| &n.pool == p && n.usage.holds_data()) {
                 continue;
             }
-            let Some(t) = plan_chain_table(p, 1, &members, usize::from(args.data_replicas)) else {
+            let disks = members
+                .iter()
+                .filter(|n| &n.pool == p && n.usage.holds_data())
+                .count();
+            let chains = args.chains.unwrap_or(disks * CHAINS_PER_DISK);
+            if chains < disks || chains > MAX_CHAINS {
+                bail!(
+                    "--chains {chains}: pool {p} has {disks} data disk(s); give from {disks} (one chain per disk) to {MAX_CHAINS}"
+                );
+            }
+            let Some(t) = plan_chain_table(p, 1, &members, usize::from(args.data_replicas), chains)
+            else {
                 bail!(
                     "pool {p} has fewer failure groups than -r {}: give NSDs in more failure groups or a lower -r",
                     args.data_replicas

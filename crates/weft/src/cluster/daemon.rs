@@ -555,8 +555,7 @@ async fn serve_node(
                     continue;
                 }
                 epoch = c.epoch;
-                resyncs.clean_left(&current, &c, cfg.node_id, &resync_pool);
-                current = c.clone();
+                let previous = std::mem::replace(&mut current, c.clone());
                 quorum_addrs = c
                     .nodes
                     .iter()
@@ -576,6 +575,9 @@ async fn serve_node(
                     cfg.failure_detection_time * 1000,
                     barrier.as_ref(),
                 );
+                // After the servers know the new chain-table versions, so
+                // they refuse reads routed by the older table first.
+                resyncs.clean_left(&previous, &c, cfg.node_id, &resync_pool);
             }
         })
     };

@@ -49,6 +49,13 @@ const IN_FLIGHT: usize = 4;
 /// Passes before a resync gives up for now (it starts again at the next
 /// look at the configuration).
 const MAX_PASSES: usize = 8;
+/// How long a disk that chains let go of keeps their chunks after its
+/// server learned the new table: reads routed by the older table that
+/// passed the server's version check before finish first.
+const CLEAN_GRACE: Duration = Duration::from_secs(2);
+/// Attempts at such a removal, [`CLEAN_GRACE`] apart (the table may change
+/// under it while copies move).
+const CLEAN_TRIES: u32 = 10;
 /// How long a peer may take to learn the chain-table version.
 const LEARN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -67,6 +74,9 @@ pub struct Resyncs {
     progress: Option<Progress>,
     /// Removals of the chunks of chains that let go of an `up` NSD.
     cleanups: Mutex<Vec<JoinHandle<()>>>,
+    /// The newest configuration this node learned: a removal runs under
+    /// its chain-table version, which may have grown while it waited.
+    latest: Arc<Mutex<Option<Arc<ClusterConfig>>>>,
 }
 
 impl Drop for Resyncs {
@@ -114,13 +124,16 @@ impl Resyncs {
             done: Arc::default(),
             progress: Some(progress),
             cleanups: Mutex::default(),
+            latest: Arc::default(),
         }
     }
 
     /// The configuration went from `old` to `new`: for every `up` NSD of
     /// node `me` that chains let go of (a copy moved away, or `weft fs set
     /// -r` dropped it), removes its chunks of those chains in the background.
-    /// Writes to them are refused already (the chain tables' versions grew).
+    /// Writes to them, and reads routed by the older table, are refused
+    /// already (the chain tables' versions grew); the chunks go after
+    /// [`CLEAN_GRACE`], so reads that got in before end first.
     /// A disk that is not `up` is cleaned by its resync instead.
     pub fn clean_left(
         &self,
@@ -134,6 +147,10 @@ impl Resyncs {
             Err(p) => p.into_inner(),
         };
         cleanups.retain(|t| !t.is_finished());
+        match self.latest.lock() {
+            Ok(mut l) => *l = Some(Arc::new(new.clone())),
+            Err(p) => *p.into_inner() = Some(Arc::new(new.clone())),
+        }
         for n in new
             .nsds
             .iter()
@@ -143,15 +160,42 @@ impl Resyncs {
                 .difference(&held(new, n.id))
                 .copied()
                 .collect();
-            let ver = chain_version(new, n.id);
-            if gone.is_empty() || ver == 0 {
+            if gone.is_empty() || chain_version(new, n.id) == 0 {
                 continue;
             }
-            let (cfg, pool, nsd) = (new.clone(), pool.clone(), n.id);
+            let (latest, pool, nsd) = (self.latest.clone(), pool.clone(), n.id);
             cleanups.push(tokio::spawn(async move {
-                match clean(&cfg, &pool, nsd, ver, &gone).await {
-                    Ok(removed) => info!(nsd, chains = gone.len(), removed, "removed the chunks of chains that left this disk"),
-                    Err(e) => warn!(nsd, error = %e, "cannot remove the chunks of chains that left this disk; its next resync will"),
+                tokio::time::sleep(CLEAN_GRACE).await;
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    // The newest table: its version, and the chains that
+                    // hold the disk again by now, which keep their chunks.
+                    let cfg = match latest.lock() {
+                        Ok(l) => l.clone(),
+                        Err(p) => p.into_inner().clone(),
+                    };
+                    let Some(cfg) = cfg else { return };
+                    let up = cfg.nsd(nsd).is_some_and(|n| n.status == DiskStatus::Up);
+                    let ver = chain_version(&cfg, nsd);
+                    if !up || ver == 0 {
+                        // Its resync cleans it, or no file system uses it.
+                        return;
+                    }
+                    match clean(&cfg, &pool, nsd, ver, &gone).await {
+                        Ok(removed) => {
+                            info!(nsd, chains = gone.len(), removed, "removed the chunks of chains that left this disk");
+                            return;
+                        }
+                        Err(e) if tries < CLEAN_TRIES => {
+                            info!(nsd, error = %e, "removing the chunks of chains that left this disk: trying again under the newest table");
+                            tokio::time::sleep(CLEAN_GRACE).await;
+                        }
+                        Err(e) => {
+                            warn!(nsd, error = %e, "cannot remove the chunks of chains that left this disk; its next resync will");
+                            return;
+                        }
+                    }
                 }
             }));
         }
@@ -544,6 +588,9 @@ async fn copy_one(
                 offset: 0,
                 len: block,
                 direct: false,
+                // A source that left the chain is caught by the manager,
+                // which takes `DiskSynced` only under the same version.
+                chain_ver: 0,
             };
             let data = match call(pool, cfg, src, read, Bytes::new()).await {
                 Ok((Response::ChunkRead { .. }, d)) => d,

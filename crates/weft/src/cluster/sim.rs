@@ -28,9 +28,11 @@
 //! - **chain-table versions only grow**: checked at every commit.
 //!
 //! Besides crashes and cuts, the faults suspend a disk and move its copies
-//! to other disks (`weft disk delete`'s first steps, `weft restripe -r`) and
-//! resume it: chain members change under writes, and moves must finish
-//! once the faults stop. They also stop and start disks (`weft disk
+//! to other disks (`weft disk delete`'s first steps, `weft restripe -r`),
+//! resume it, and balance the chains over all four disks (`weft restripe
+//! -b`; the file system starts with twelve chains on three disks and the
+//! fourth as a spare): chain members change under writes, both members of
+//! a chain may move at once, and moves must finish once the faults stop. They also stop and start disks (`weft disk
 //! stop|start`): a stopped disk counts against the R - 1 members that may
 //! be out at once, and a started one is resynced.
 //!
@@ -71,6 +73,9 @@ const FILE_BLOCKS: u64 = 6;
 const FILES: usize = 2;
 /// The clients that run the workload, each on `FILES` files of its own.
 const CLIENTS: [&str; 2] = ["c:1", "c:3"];
+/// Chains per disk of the simulated file system (twelve by default in
+/// `weft fs create`; fewer keep seeds fast, and 3 and 4 disks divide 12).
+const CHAINS_PER_SIM_DISK: usize = 4;
 
 /// What the network does to one call.
 struct Faults {
@@ -99,6 +104,8 @@ struct World {
     forwarded: std::sync::atomic::AtomicU64,
     /// Moves of copies that finished (a filled disk took a member's place).
     moved: std::sync::atomic::AtomicU64,
+    /// Balances planned (`weft restripe -b` that moved something).
+    balanced: std::sync::atomic::AtomicU64,
     /// Server nodes that do not serve their NSDs yet, until when (as a node
     /// that has not learned of a new file system has not opened them).
     not_serving: Mutex<BTreeMap<String, tokio::time::Instant>>,
@@ -431,9 +438,13 @@ fn config(replicas: usize) -> ClusterConfig {
             availability: Availability::Ready,
         });
     }
-    let table = plan_chain_table("system", 1, &nsds, replicas).unwrap_or_else(|| {
-        panic!("four failure groups hold {replicas} replicas");
-    });
+    // Chains over the first three disks, four per disk; the fourth is a
+    // spare that moves and balancing give copies to.
+    let table = plan_chain_table("system", 1, &nsds[..3], replicas, 3 * CHAINS_PER_SIM_DISK)
+        .unwrap_or_else(|| {
+            panic!("three failure groups hold {replicas} replicas");
+        });
+    let spare = nsds.last().map(|n| n.id).into_iter().collect();
     ClusterConfig {
         format_version: FORMAT_VERSION,
         epoch: 1,
@@ -458,7 +469,7 @@ fn config(replicas: usize) -> ClusterConfig {
             data_in_inode: false,
             shards: vec![ShardInfo { id: 0, node: 2 }],
             chain_tables: vec![table],
-            spares: Vec::new(),
+            spares: spare,
         }],
     }
 }
@@ -514,6 +525,7 @@ fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
         trace: Mutex::new(Vec::new()),
         forwarded: std::sync::atomic::AtomicU64::new(0),
         moved: std::sync::atomic::AtomicU64::new(0),
+        balanced: std::sync::atomic::AtomicU64::new(0),
         not_serving: Mutex::new(BTreeMap::new()),
     })
 }
@@ -534,6 +546,9 @@ enum Fault {
     MoveOff(usize),
     /// `weft disk resume`: the disk may take copies again.
     Resume(usize),
+    /// `weft restripe -b`: chains spread over every disk (planned only
+    /// when every disk is up and ready and nothing moves).
+    Balance,
     Heal,
 }
 
@@ -575,7 +590,7 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let wait = lock(&world.rng).gen_range(50..400);
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        let pick = lock(&world.rng).gen_range(0..12);
+        let pick = lock(&world.rng).gen_range(0..13);
         let node = lock(&world.rng).gen_range(0..SERVERS.len());
         let other = lock(&world.rng).gen_range(0..SERVERS.len());
         let who = lock(&world.rng).gen_range(0..CLIENTS.len());
@@ -597,6 +612,7 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
             8 => Fault::Resume(node),
             9 if out_now < replicas - 1 => Fault::Stop(node),
             9 | 10 => Fault::Start(node),
+            11 => Fault::Balance,
             _ => Fault::Heal,
         };
         match &fault {
@@ -645,10 +661,25 @@ async fn faults(world: Arc<World>, replicas: usize, stop: Arc<std::sync::atomic:
                     .is_ok()
                 });
             }
+            Fault::Balance => balance(&world),
             Fault::Heal => lock(&world.cuts).clear(),
         }
         lock(&world.trace).push(format!("{:?}: {fault:?}", tokio::time::Instant::now()));
     }
+}
+
+/// `weft restripe fs1 -b`, when the planner takes it (every disk up and
+/// ready, nothing moving).
+fn balance(world: &World) {
+    world.change("balance", |c| {
+        let planned = restripe::balance(c, "fs1").is_ok_and(|p| !p.moved.is_empty());
+        if planned {
+            world
+                .balanced
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        planned
+    });
 }
 
 /// `weft disk stop|start fs1 nsd<i+1>`, as the cluster manager plans it
@@ -793,7 +824,8 @@ async fn create_open(client: &Client, name: &str) -> Result<u64, String> {
 }
 
 /// Runs one seed; what went wrong, if anything.
-fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
+/// Runs one seed; answers the moves that finished and the balances planned.
+fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(u64, u64), String> {
     // Memory-backed where the machine has it: fsyncs cost nothing there.
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
@@ -810,6 +842,12 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
         start_forwarders(&world);
+        // Half the seeds balance the chains before the files are written,
+        // while every disk is up: the faults then hit the moves (a balance
+        // among the faults needs a settled file system, which is rare).
+        if lock(&world.rng).gen_bool(0.5) {
+            balance(&world);
+        }
         let mut clients = Vec::new();
         for (c, name) in CLIENTS.iter().enumerate() {
             let client = client_of(&world, name)?;
@@ -925,7 +963,10 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<u64, String> {
         }
         match lock(&world.broken).first() {
             Some(b) => Err(b.clone()),
-            None => Ok(world.moved.load(std::sync::atomic::Ordering::Relaxed)),
+            None => Ok((
+                world.moved.load(std::sync::atomic::Ordering::Relaxed),
+                world.balanced.load(std::sync::atomic::Ordering::Relaxed),
+            )),
         }
     })
 }
@@ -958,6 +999,7 @@ fn copies(world: &World, ino: u64, block: u64) -> Vec<(String, (u64, u64), Bytes
                     offset: 0,
                     len: BLOCK,
                     direct: false,
+                    chain_ver: 0,
                 }),
                 Bytes::new(),
             );
@@ -1011,6 +1053,7 @@ fn converged(world: &World, ino: u64) -> Result<(), String> {
                             offset: 0,
                             len: BLOCK,
                             direct: false,
+                            chain_ver: 0,
                         }),
                         Bytes::new(),
                     );
@@ -1050,13 +1093,14 @@ fn seeds() -> Vec<u64> {
 
 fn run_all(replicas: usize, ops: usize) {
     let mut failed = Vec::new();
-    let (mut moved, mut seeds_moved, mut runs) = (0, 0, 0);
+    let (mut moved, mut seeds_moved, mut runs, mut seeds_balanced) = (0, 0, 0, 0);
     for seed in seeds() {
         runs += 1;
         match run_seed(seed, replicas, ops) {
-            Ok(m) => {
+            Ok((m, b)) => {
                 moved += m;
                 seeds_moved += u64::from(m > 0);
+                seeds_balanced += u64::from(b > 0);
             }
             Err(e) => {
                 eprintln!("seed {seed} (-r {replicas}): {e}");
@@ -1064,7 +1108,9 @@ fn run_all(replicas: usize, ops: usize) {
             }
         }
     }
-    eprintln!("-r {replicas}: {runs} seeds, {moved} moves finished in {seeds_moved} of them");
+    eprintln!(
+        "-r {replicas}: {runs} seeds, {moved} moves finished in {seeds_moved} of them; chains balanced in {seeds_balanced}"
+    );
     assert!(
         failed.is_empty(),
         "-r {replicas}: seeds {failed:?} failed; replay one with WEFT_SIM_SEED=N"
@@ -1072,6 +1118,10 @@ fn run_all(replicas: usize, ops: usize) {
     assert!(
         runs < 50 || seeds_moved * 4 >= runs,
         "-r {replicas}: moves finished in only {seeds_moved} of {runs} seeds: the faults no longer move copies"
+    );
+    assert!(
+        runs < 50 || seeds_balanced * 10 >= runs,
+        "-r {replicas}: chains balanced in only {seeds_balanced} of {runs} seeds: the faults no longer balance"
     );
 }
 

@@ -97,6 +97,15 @@ fn table(fs: &FsInfo, disks: &[String], inodes_used: u64) -> String {
                 .join(";"),
             "Disk storage pools in file system",
         ),
+        (
+            "--chains",
+            fs.chain_tables
+                .iter()
+                .map(|t| t.chains.len().to_string())
+                .collect::<Vec<_>>()
+                .join(";"),
+            "Chains per pool (a pool spreads over at most as many disks)",
+        ),
     ];
     let mut out = format!("{:<20} {:<28} {}\n", "flag", "value", "description");
     out.push_str(&format!("{:-<20} {:-<28} {:-<44}\n", "", "", ""));

@@ -5,7 +5,9 @@
 //! changes how many copies every chain keeps, and `weft restripe FS -R`
 //! (like `mmrestripefs -R`) makes the copies missing and waits for them.
 //! Replication is per file system (its chains), not per file: a new count
-//! applies to old and new files alike.
+//! applies to old and new files alike. `weft restripe FS -b` (like
+//! `mmrestripefs -b`) spreads the chains' copies evenly over every data
+//! disk, added ones included (`weft_quorum::restripe::balance`).
 //!
 //! The cluster manager plans the moves (`weft_quorum::restripe`); the nodes
 //! of the receiving disks copy the chunks from the chains' `up` members (a
@@ -34,7 +36,7 @@ use crate::admin;
 use crate::Target;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("mode").required(true).multiple(true).args(["replicate", "replicas"])))]
+#[command(group(clap::ArgGroup::new("mode").required(true).multiple(true).args(["replicate", "replicas", "balance"])))]
 pub struct RestripeArgs {
     /// File system name.
     name: String,
@@ -46,6 +48,12 @@ pub struct RestripeArgs {
     /// make the copies missing, drop extra ones.
     #[arg(short = 'R')]
     replicas: bool,
+    /// Spread the chains' copies evenly over every data disk of the file
+    /// system, added ones included (like `mmrestripefs -b`): files keep
+    /// their blocks, whole chains move. Asks for every disk up and ready
+    /// and no move under way.
+    #[arg(short = 'b')]
+    balance: bool,
     /// Start the moves and return without waiting for them.
     #[arg(long)]
     no_wait: bool,
@@ -182,7 +190,7 @@ pub fn run(args: RestripeArgs) -> Result<()> {
             )
             .await?;
         }
-        let cfg = if args.replicate {
+        let mut cfg = if args.replicate {
             change(
                 &cluster,
                 ConfigChange::Restripe {
@@ -194,6 +202,24 @@ pub fn run(args: RestripeArgs) -> Result<()> {
         } else {
             cluster.refresh().await?.as_ref().clone()
         };
+        if args.balance {
+            if args.replicate || args.replicas {
+                // `-b` asks for settled chains: let the copies of `-r`/`-R` arrive first.
+                wait(&cluster, &args.name, &[], before.clone(), started).await?;
+            }
+            cfg = change(
+                &cluster,
+                ConfigChange::Balance {
+                    fs: args.name.clone(),
+                },
+            )
+            .await?;
+            if let Some(fs) = cfg.filesystem(&args.name) {
+                for line in balance_notes(&cfg, fs) {
+                    println!("weft: {line}");
+                }
+            }
+        }
         let Some(fs) = cfg.filesystem(&args.name) else {
             bail!("file system {} does not exist", args.name);
         };
@@ -209,10 +235,17 @@ pub fn run(args: RestripeArgs) -> Result<()> {
         }
         if moves.is_empty() {
             if left.is_empty() {
-                println!(
-                    "weft: {}: nothing to move; every copy is on an up, ready disk",
-                    args.name
-                );
+                if args.balance {
+                    println!(
+                        "weft: {}: nothing to move; the chains are spread evenly over its disks",
+                        args.name
+                    );
+                } else {
+                    println!(
+                        "weft: {}: nothing to move; every copy is on an up, ready disk",
+                        args.name
+                    );
+                }
                 return Ok(());
             }
             bail!("nothing could be moved");
@@ -231,6 +264,30 @@ pub fn run(args: RestripeArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// What a user should know after `weft restripe -b` planned: disks that
+/// still hold no chain because their pool has fewer chains than disks.
+fn balance_notes(cfg: &ClusterConfig, fs: &FsInfo) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &fs.chain_tables {
+        let idle: Vec<String> = fs
+            .spares
+            .iter()
+            .filter_map(|id| cfg.nsd(*id))
+            .filter(|n| n.pool == t.pool && n.usage.holds_data())
+            .map(|n| n.name.clone())
+            .collect();
+        if !idle.is_empty() {
+            out.push(format!(
+                "pool {} has {} chains, fewer than its disks: {} take no copies (the chain count is fixed when the file system is created; `weft fs create --chains`)",
+                t.pool,
+                t.chains.len(),
+                idle.join(", ")
+            ));
+        }
+    }
+    out
 }
 
 /// `weft disk suspend|resume FS NSD...`.

@@ -255,6 +255,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
             max_meta_replicas: 2,
             data_replicas: 1,
             max_data_replicas: 2,
+            chains: None,
             target: target.clone(),
         })?;
     }
