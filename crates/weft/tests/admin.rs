@@ -293,7 +293,7 @@ fn the_replicas_of_a_running_file_system_change() {
         "[admin] weft fs set fs0 -r 2; weft restripe fs0 -R:\n{out}"
     ));
     assert!(
-        out.contains("restripe of fs0 done: 4 copies moved"),
+        out.contains("restripe of fs0 done: 48 copies moved"),
         "{out}"
     );
     let chunks = chunk_files(&w.data, ino);
@@ -318,7 +318,7 @@ fn the_replicas_of_a_running_file_system_change() {
         "weft fs set fs0 -r 1",
         &w.admin(&["fs", "set", "fs0", "-r", "1"]),
     );
-    assert!(out.contains("4 copies dropped"), "{out}");
+    assert!(out.contains("48 copies dropped"), "{out}");
     let start = std::time::Instant::now();
     while chunk_files(&w.data, ino).len() != 4 {
         assert!(

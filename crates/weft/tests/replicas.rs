@@ -48,6 +48,8 @@
 mod netns;
 #[path = "common/replica_cluster.rs"]
 mod replica_cluster;
+#[path = "common/writers.rs"]
+mod writers;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -60,6 +62,7 @@ use std::time::{Duration, Instant};
 
 use netns::wait_until;
 use replica_cluster::*;
+use writers::*;
 
 #[test]
 fn a_killed_nsd_host_loses_no_fsynced_data_and_resyncs() {
@@ -242,17 +245,6 @@ fn a_stopped_disk_catches_up_after_start() {
     c.weft_ok(&c1, &["umount", m.to_str().unwrap()]);
 }
 
-/// Waits until `counter` reaches `at` or a writer has ended (an early end
-/// is a failure: the fault would not land mid-write).
-fn wait_written<T>(counter: &AtomicU64, at: u64, writers: &[(String, JoinHandle<T>)], what: &str) {
-    wait_until(Duration::from_secs(120), what, || {
-        counter.load(Ordering::Relaxed) >= at || writers.iter().any(|(_, h)| h.is_finished())
-    });
-    if let Some((client, _)) = writers.iter().find(|(_, h)| h.is_finished()) {
-        panic!("the writer on {client} ended before {what}");
-    }
-}
-
 /// A host whose page cache is lost (power) could come back within the
 /// failure detection time with copies that lack acknowledged writes. Its
 /// node cannot tell a power loss from a kill, so after any unclean stop it
@@ -337,25 +329,6 @@ fn kill_host(c: &mut Cluster, host: &str) {
         Some(libc::SIGKILL),
         "{host} was not running until killed: {status}"
     );
-}
-
-/// Every file of `done` reads back through the mount of the client that
-/// did not write it.
-fn verify_crosswise(c: &Cluster, done: &[(String, Vec<Written>)]) {
-    let readers: Vec<_> = done
-        .iter()
-        .map(|(client, files)| {
-            let other = if client == "c1" { "c2" } else { "c1" };
-            let mount = c.mount(other);
-            let files = files.clone();
-            std::thread::spawn(move || verify_files(&mount, &files))
-        })
-        .collect();
-    for r in readers {
-        if let Err(e) = r.join() {
-            std::panic::resume_unwind(e);
-        }
-    }
 }
 
 /// `-r 3`: two NSD hosts are killed one after the other while two clients
@@ -462,26 +435,6 @@ fn three_replicas_survive_two_killed_nsd_hosts() {
     }
 }
 
-/// What the logs say about disk failures, status changes and resyncs.
-fn print_disk_logs(c: &Cluster, hosts: &[&str]) {
-    for h in hosts {
-        c.print_log_lines(
-            h,
-            &[
-                "disk status changes",
-                "disk failure reported",
-                "reporting it",
-                "did not take the disk failure",
-                "cannot report",
-                "resync",
-                "ERROR",
-                "WARN",
-            ],
-            60,
-        );
-    }
-}
-
 /// Looks up a new (absent) name in a mount every second on a thread of
 /// this process (no child process: see `a_client_cut_from_one_nsd_host_keeps_writing`),
 /// keeping the slowest answer: whether the mount answers at all while a
@@ -523,20 +476,6 @@ impl LookupProbe {
         );
         let (d, at) = self.handle.join().expect("the lookup probe panicked");
         (d, at.duration_since(clock.0).as_secs_f64())
-    }
-}
-
-/// One writer's outcome, printed; its errors added to `problems`.
-fn judge_writer(client: &str, o: &Outcome, problems: &mut Vec<String>) {
-    eprintln!(
-        "---- writer on {client}: {} files done, slowest call {:.1}s ({}), error: {:?}",
-        o.done.len(),
-        o.slowest.0.as_secs_f64(),
-        o.slowest.1,
-        o.error
-    );
-    if let Some(e) = &o.error {
-        problems.push(format!("the writer on {client} saw an error: {e}"));
     }
 }
 
