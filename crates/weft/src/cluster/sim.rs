@@ -27,6 +27,10 @@
 //!   answer was lost bumps one replica twice);
 //! - **chain-table versions only grow**: checked at every commit.
 //!
+//! Each server node's follow loop also removes the chunks of chains that let
+//! go of its `up` disks, as the daemon does, so a reader that has not yet
+//! learned of a move meets a disk whose copy is gone.
+//!
 //! Besides crashes and cuts, the faults suspend a disk and move its copies
 //! to other disks (`weft disk delete`'s first steps, `weft restripe -r`),
 //! resume it, and balance the chains over all four disks (`weft restripe
@@ -558,6 +562,8 @@ async fn control(world: Arc<World>, stop: Arc<std::sync::atomic::AtomicBool>) {
     let resyncs: Vec<Resyncs> = SERVERS.iter().map(|_| Resyncs::default()).collect();
     let pools: Vec<Arc<Pool>> = SERVERS.iter().map(|a| Arc::new(pool(&world, a))).collect();
     let mut dead: Vec<u32> = vec![0; SERVERS.len()];
+    // The configuration each server node learned last.
+    let mut seen: Vec<Option<ClusterConfig>> = vec![None; SERVERS.len()];
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let down = lock(&world.down).clone();
@@ -581,7 +587,14 @@ async fn control(world: Arc<World>, stop: Arc<std::sync::atomic::AtomicBool>) {
                 continue;
             }
             world.learn(a);
-            resyncs[i].reconcile(&world.config(), ids[*a], &pools[i], &[QUORUM.to_string()]);
+            let now = world.config();
+            resyncs[i].reconcile(&now, ids[*a], &pools[i], &[QUORUM.to_string()]);
+            // As the daemon does once its server knows the new versions: an
+            // `up` disk that chains let go of removes their chunks.
+            if let Some(before) = seen[i].as_ref().filter(|b| b.epoch != now.epoch) {
+                resyncs[i].clean_left(before, &now, ids[*a], &pools[i]);
+            }
+            seen[i] = Some(now);
         }
     }
 }
