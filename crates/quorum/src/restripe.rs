@@ -258,12 +258,7 @@ pub fn restripe(
                     }
                 };
                 *load.entry(to).or_default() += 1;
-                let mv = ChainMove {
-                    from: Some(from),
-                    to,
-                };
-                c.moves.push(mv);
-                plan.moved.push((t.pool.clone(), idx as u32, mv));
+                plan.moved.push(start_move(c, &t.pool, idx, Some(from), to));
                 changed = true;
             }
         }
@@ -280,6 +275,20 @@ pub fn restripe(
     let moved: Vec<NsdId> = plan.moved.iter().map(|(_, _, m)| m.to).collect();
     f.spares.retain(|s| !moved.contains(s));
     Ok(plan)
+}
+
+/// Adds the move `from → to` to chain `c` (index `idx` of pool `pool`'s
+/// table); answers it as the plans list it.
+fn start_move(
+    c: &mut Chain,
+    pool: &str,
+    idx: usize,
+    from: Option<NsdId>,
+    to: NsdId,
+) -> (String, u32, ChainMove) {
+    let mv = ChainMove { from, to };
+    c.moves.push(mv);
+    (pool.to_string(), idx as u32, mv)
 }
 
 /// The NSD's name, or `NSD <id>` when the configuration does not know it.
@@ -339,9 +348,7 @@ pub fn set_replicas(
                 match pick_target(&snapshot, &candidates, &load, &t.pool, c, None) {
                     Ok(to) => {
                         *load.entry(to).or_default() += 1;
-                        let mv = ChainMove { from: None, to };
-                        c.moves.push(mv);
-                        plan.added.push((t.pool.clone(), idx as u32, mv));
+                        plan.added.push(start_move(c, &t.pool, idx, None, to));
                         copies += 1;
                         changed = true;
                     }

@@ -21,9 +21,7 @@ mod replica_cluster;
 #[path = "common/writers.rs"]
 mod writers;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use replica_cluster::*;
@@ -42,17 +40,7 @@ fn a_cut_between_head_and_tail_loses_no_write_and_heals() {
     };
     let (q1, s1, s2) = (c.host("q1"), c.host("s1"), c.host("s2"));
     let watch = StatusWatch::start(&c, "q1", clock);
-    let counters = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
-    let writers: Vec<(String, JoinHandle<Outcome>)> = ["c1", "c2"]
-        .into_iter()
-        .zip(&counters)
-        .enumerate()
-        .map(|(w, (client, n))| {
-            let s = specs(client, (w as u64 + 1) * 3000, FILES, FILE_MIB);
-            let h = spawn_observed(c.mount(client), s, FSYNC_MIB, Arc::clone(n));
-            (client.to_string(), h)
-        })
-        .collect();
+    let (counters, writers) = spawn_two_writers(&c, 3000, FILES, FILE_MIB, FSYNC_MIB);
     clock.say("two writers started, 4 x 64 MiB each, fsync every 16 MiB");
     let mib = |i: usize| counters[i].load(Ordering::Relaxed) / MIB;
     wait_written(
@@ -78,49 +66,15 @@ fn a_cut_between_head_and_tail_loses_no_write_and_heals() {
         mib(1)
     ));
     c.net.uncut(&s1, &s2).unwrap();
-    let healed_at = Instant::now();
-    let hung = Duration::from_secs(240);
-    while healed_at.elapsed() < hung && !writers.iter().all(|(_, h)| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    if !writers.iter().all(|(_, h)| h.is_finished()) {
-        watch.finish();
-        print_disk_logs(&c, &["q1", "c1", "c2", "s1", "s2"]);
-        panic!(
-            "a writer did not finish within {hung:?} of the heal: c1 {} MiB, c2 {} MiB written",
-            mib(0),
-            mib(1)
-        );
-    }
-    clock.say(&format!(
-        "writers finished {:.1}s after the heal",
-        healed_at.elapsed().as_secs_f64()
-    ));
     let mut problems = Vec::new();
-    let outcomes: Vec<(String, Outcome)> = writers
-        .into_iter()
-        .map(|(client, h)| (client, h.join().expect("a writer panicked")))
-        .collect();
-    for (client, o) in &outcomes {
-        judge_writer(client, o, &mut problems);
-    }
+    let outcomes = finish_writers(&c, writers, &["q1", "c1", "c2", "s1", "s2"], &mut problems);
+    clock.say("writers finished");
     for client in ["c1", "c2"] {
         for l in c.log_lines(client, &["failed with EIO"]) {
             problems.push(format!("{client} answered EIO: {l}"));
         }
     }
-    let up = {
-        let start = Instant::now();
-        loop {
-            if c.all_up(&q1) {
-                break Some(start.elapsed());
-            }
-            if start.elapsed() > Duration::from_secs(180) {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    };
+    let up = all_up_within(&c, &q1, Duration::from_secs(180));
     let seen = watch.finish();
     eprintln!(
         "---- status changes while watched: nsd1 {}, nsd2 {}",
@@ -135,20 +89,7 @@ fn a_cut_between_head_and_tail_loses_no_write_and_heals() {
         );
     };
     clock.say(&format!("all NSDs up {:.1}s later", after.as_secs_f64()));
-
-    let done: Vec<(String, Vec<Written>)> = outcomes
-        .iter()
-        .map(|(client, o)| (client.clone(), o.done.clone()))
-        .collect();
-    verify_crosswise(&c, &done);
-    for (client, o) in &outcomes {
-        if let Some((spec, synced)) = &o.partial {
-            let other = if client == "c1" { "c2" } else { "c1" };
-            verify_prefix(&c.mount(other), spec, *synced);
-        }
-    }
-    let files: Vec<Written> = done.into_iter().flat_map(|(_, f)| f).collect();
-    let n = check_replicas(&c, &c.mount("c2"), &files, REPLICAS);
+    let n = verify_outcomes(&c, &outcomes, REPLICAS);
     clock.say(&format!(
         "{n} chunk files checked: two identical copies of every finished file's blocks"
     ));

@@ -134,20 +134,7 @@ fn a_killed_nsd_host_loses_no_fsynced_data_and_resyncs() {
     clock.say("both writers done, no error");
 
     // Everything reads back through the other client while s3 is down.
-    let readers: Vec<_> = done
-        .iter()
-        .map(|(client, files)| {
-            let other = if client == "c1" { "c2" } else { "c1" };
-            let mount = c.mount(other);
-            let files = files.clone();
-            std::thread::spawn(move || verify_files(&mount, &files))
-        })
-        .collect();
-    for r in readers {
-        if let Err(e) = r.join() {
-            std::panic::resume_unwind(e);
-        }
-    }
+    verify_crosswise(&c, &done);
     clock.say("2 GiB read back identical through the other client, s3 still down");
 
     // s3 restarts on its data directory; its NSD resyncs and comes back up.
@@ -501,17 +488,7 @@ fn a_client_cut_from_one_nsd_host_keeps_writing() {
     };
     let (q1, c1, s2) = (c.host("q1"), c.host("c1"), c.host("s2"));
     let watch = StatusWatch::start(&c, "q1", clock);
-    let counters = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
-    let writers: Vec<(String, JoinHandle<Outcome>)> = ["c1", "c2"]
-        .into_iter()
-        .zip(&counters)
-        .enumerate()
-        .map(|(w, (client, n))| {
-            let s = specs(client, (w as u64 + 1) * 1000, FILES, FILE_MIB);
-            let h = spawn_observed(c.mount(client), s, FSYNC_MIB, Arc::clone(n));
-            (client.to_string(), h)
-        })
-        .collect();
+    let (counters, writers) = spawn_two_writers(&c, 1000, FILES, FILE_MIB, FSYNC_MIB);
     clock.say("two writers started, 4 x 64 MiB each, fsync every 16 MiB");
     let mib = |i: usize| counters[i].load(Ordering::Relaxed) / MIB;
 
@@ -562,30 +539,11 @@ fn a_client_cut_from_one_nsd_host_keeps_writing() {
     ));
 
     let mut problems = Vec::new();
-    let hung = Duration::from_secs(240);
-    while healed_at.elapsed() < hung && !writers.iter().all(|(_, h)| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    if !writers.iter().all(|(_, h)| h.is_finished()) {
-        watch.finish();
-        print_disk_logs(&c, &["q1", "c1", "c2", "s2"]);
-        panic!(
-            "a writer did not finish within {hung:?} of the heal: c1 {} MiB, c2 {} MiB written",
-            mib(0),
-            mib(1)
-        );
-    }
+    let outcomes = finish_writers(&c, writers, &["q1", "c1", "c2", "s2"], &mut problems);
     clock.say(&format!(
         "writers finished {:.1}s after the heal",
         healed_at.elapsed().as_secs_f64()
     ));
-    let outcomes: Vec<(String, Outcome)> = writers
-        .into_iter()
-        .map(|(client, h)| (client, h.join().expect("a writer panicked")))
-        .collect();
-    for (client, o) in &outcomes {
-        judge_writer(client, o, &mut problems);
-    }
     // The cut connection closes once its bytes go unacknowledged for
     // `weft_net::UNACKED` (15 s), not at the 60 s request timeout.
     if let Some((_, o)) = outcomes.iter().find(|(client, _)| client == "c1") {
@@ -607,18 +565,7 @@ fn a_client_cut_from_one_nsd_host_keeps_writing() {
         problems.push(format!("c1 answered EIO: {l}"));
     }
 
-    let converged = {
-        let start = Instant::now();
-        loop {
-            if c.all_up(&q1) {
-                break Some(start.elapsed());
-            }
-            if start.elapsed() > Duration::from_secs(180) {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    };
+    let converged = all_up_within(&c, &q1, Duration::from_secs(180));
     let seen = watch.finish();
     eprintln!(
         "---- nsd2 changed status {} times while watched",
@@ -634,19 +581,7 @@ fn a_client_cut_from_one_nsd_host_keeps_writing() {
     clock.say(&format!("all NSDs up {:.1}s later", after.as_secs_f64()));
 
     // Each writer's data reads back through the other client.
-    let done: Vec<(String, Vec<Written>)> = outcomes
-        .iter()
-        .map(|(client, o)| (client.clone(), o.done.clone()))
-        .collect();
-    verify_crosswise(&c, &done);
-    for (client, o) in &outcomes {
-        if let Some((spec, synced)) = &o.partial {
-            let other = if client == "c1" { "c2" } else { "c1" };
-            verify_prefix(&c.mount(other), spec, *synced);
-        }
-    }
-    let files: Vec<Written> = done.into_iter().flat_map(|(_, f)| f).collect();
-    let n = check_replicas(&c, &c.mount("c2"), &files, REPLICAS);
+    let n = verify_outcomes(&c, &outcomes, REPLICAS);
     clock.say(&format!(
         "{n} chunk files checked: {REPLICAS} identical copies of every finished file's blocks"
     ));

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use weft_proto::config::{plan_chain_table, Availability, ChainMove, ClusterConfig, DiskStatus};
 use weft_proto::types::NsdId;
 
-use super::{fs_index, name_of, refuse};
+use super::{fs_index, name_of, refuse, start_move};
 use crate::QuorumError;
 
 /// What [`balance`] planned: the moves added (pool, chain index, move).
@@ -115,14 +115,14 @@ pub fn balance(config: &mut ClusterConfig, fs: &str) -> Result<BalancePlan, Quor
                 .copied()
                 .filter(|m| !want.nsds.contains(m))
                 .collect();
-            let joining = want.nsds.iter().copied().filter(|m| !c.nsds.contains(m));
+            let joining: Vec<NsdId> = want
+                .nsds
+                .iter()
+                .copied()
+                .filter(|m| !c.nsds.contains(m))
+                .collect();
             for (from, to) in leaving.into_iter().zip(joining) {
-                let mv = ChainMove {
-                    from: Some(from),
-                    to,
-                };
-                c.moves.push(mv);
-                plan.moved.push((t.pool.clone(), idx as u32, mv));
+                plan.moved.push(start_move(c, &t.pool, idx, Some(from), to));
                 changed = true;
             }
         }
