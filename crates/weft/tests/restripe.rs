@@ -337,6 +337,19 @@ fn added_disks_take_their_share_with_restripe_b() {
         .unwrap_or_else(|e| panic!("writer on c1: {e}"));
     clock.say("6 x 32 MiB written through c1");
     let added = add_nsds(&mut c, &clock, &[5, 6]);
+    let fs_health = |c: &Cluster| -> String {
+        let o = c.weft(&q1, &["health"]);
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.contains("fs1"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let line = fs_health(&c);
+    assert!(
+        line.contains("nsd5, nsd6 hold no copies yet") && line.contains("weft restripe fs1 -b"),
+        "weft health: {line}"
+    );
 
     let progress = Arc::new(AtomicU64::new(0));
     let writer = spawn_writer(
@@ -379,6 +392,11 @@ fn added_disks_take_their_share_with_restripe_b() {
     assert!(
         ok_out(&o, "weft restripe fs1 -b again").contains("nothing to move"),
         "a second balance moved copies"
+    );
+    let line = fs_health(&c);
+    assert!(
+        line.contains("48 chains, all up") && !line.contains("hold no copies"),
+        "weft health: {line}"
     );
 
     let mut files = before;

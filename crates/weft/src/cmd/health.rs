@@ -396,18 +396,36 @@ pub fn assess(
                 String::new(),
             )
         } else {
-            (
-                Verdict::Healthy,
-                if moving > 0 {
-                    format!(
-                        "{} chains, all up; {moving} copies moving to other disks",
-                        chains.len()
-                    )
-                } else {
-                    format!("{} chains, all up", chains.len())
-                },
-                String::new(),
-            )
+            // Disks added to the file system that no chain holds yet.
+            let idle: Vec<String> = fs
+                .spares
+                .iter()
+                .filter_map(|id| cfg.nsd(*id))
+                .filter(|n| {
+                    n.usage.holds_data()
+                        && n.status == DiskStatus::Up
+                        && n.availability == Availability::Ready
+                        && fs.chain_table(&n.pool).is_some()
+                })
+                .map(|n| n.name.clone())
+                .collect();
+            let mut reason = if moving > 0 {
+                format!(
+                    "{} chains, all up; {moving} copies moving to other disks",
+                    chains.len()
+                )
+            } else {
+                format!("{} chains, all up", chains.len())
+            };
+            let mut action = String::new();
+            if !idle.is_empty() && moving == 0 {
+                reason.push_str(&format!("; {} hold no copies yet", idle.join(", ")));
+                action = format!(
+                    "`weft restripe {} -b` spreads the copies over them",
+                    fs.name
+                );
+            }
+            (Verdict::Healthy, reason, action)
         };
         out.push(Finding {
             kind: "fs",
