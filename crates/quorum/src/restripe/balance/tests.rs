@@ -153,3 +153,24 @@ fn a_balanced_file_system_plans_nothing() {
     assert!(plan.moved.is_empty());
     assert_eq!(c, before);
 }
+
+#[test]
+fn a_pool_with_a_chain_per_disk_cannot_spread_over_added_disks() {
+    // A file system made with `--chains 4` over four disks.
+    let mut c = weft_proto::sample::cluster(4, 1);
+    for id in 5..=6 {
+        let mut n: NsdInfo = c.nsds[0].clone();
+        n.id = id;
+        n.name = format!("nsd{id}");
+        n.failure_group = id;
+        c.nsds.push(n);
+    }
+    add_disks(&mut c, "fs1", &names(5..=6)).unwrap();
+    let plan = balance(&mut c, "fs1").unwrap();
+    assert!(plan.moved.is_empty(), "{plan:?}");
+    assert_eq!(
+        c.filesystems[0].spares,
+        vec![5, 6],
+        "the added disks stay spares (the command names them)"
+    );
+}
