@@ -109,18 +109,8 @@ pub fn balance(config: &mut ClusterConfig, fs: &str) -> Result<BalancePlan, Quor
         };
         let mut changed = false;
         for (idx, (c, want)) in t.chains.iter_mut().zip(&target.chains).enumerate() {
-            let leaving: Vec<NsdId> = c
-                .nsds
-                .iter()
-                .copied()
-                .filter(|m| !want.nsds.contains(m))
-                .collect();
-            let joining: Vec<NsdId> = want
-                .nsds
-                .iter()
-                .copied()
-                .filter(|m| !c.nsds.contains(m))
-                .collect();
+            let leaving = missing(&c.nsds, &want.nsds);
+            let joining = missing(&want.nsds, &c.nsds);
             for (from, to) in leaving.into_iter().zip(joining) {
                 plan.moved.push(start_move(c, &t.pool, idx, Some(from), to));
                 changed = true;
@@ -135,28 +125,27 @@ pub fn balance(config: &mut ClusterConfig, fs: &str) -> Result<BalancePlan, Quor
     Ok(plan)
 }
 
+/// The members of `of` that `other` lacks, in `of`'s order.
+fn missing(of: &[NsdId], other: &[NsdId]) -> Vec<NsdId> {
+    of.iter().copied().filter(|m| !other.contains(m)).collect()
+}
+
 /// The data disks of `pool` that `fs` uses, in the order the target heads
 /// chains with: disks that head chains, by the first chain they head, then
 /// the others (added disks, spares) by id. Keeping today's heads first
 /// keeps the chains whose heads stay.
 fn order(config: &ClusterConfig, fs: &weft_proto::config::FsInfo, pool: &str) -> Vec<NsdId> {
-    let mut out: Vec<NsdId> = Vec::new();
-    if let Some(t) = fs.chain_table(pool) {
-        for c in &t.chains {
-            if let Some(head) = c.nsds.first() {
-                if !out.contains(head) {
-                    out.push(*head);
-                }
-            }
-        }
-    }
-    let mut rest: Vec<NsdId> = fs
-        .nsd_ids()
+    let mut seen = BTreeSet::new();
+    let heads = fs
+        .chain_table(pool)
         .into_iter()
-        .filter(|id| !out.contains(id))
+        .flat_map(|t| &t.chains)
+        .filter_map(|c| c.nsds.first().copied());
+    // `nsd_ids` is a sorted set: the others come by id.
+    let mut out: Vec<NsdId> = heads
+        .chain(fs.nsd_ids())
+        .filter(|id| seen.insert(*id))
         .collect();
-    rest.sort_unstable();
-    out.extend(rest);
     out.retain(|id| {
         config
             .nsd(*id)
