@@ -19,6 +19,23 @@ pub(crate) enum OpError {
     /// A shard-wide record (counter, entry) is missing or malformed.
     #[error("shard record {what}: {reason}")]
     BadRecord { what: String, reason: String },
+    /// A record of another shard: the operation runs again as a cross-shard
+    /// transaction (never leaves the server).
+    #[error("the record is on shard {shard}")]
+    Remote { shard: weft_proto::types::ShardId },
+    /// A prepared cross-shard transaction holds the record; retryable.
+    #[error("cross-shard transaction {txid:#x} holds the record")]
+    Locked { txid: u64 },
+    /// What a cross-shard transaction read changed before it could commit;
+    /// retryable (the operation runs again).
+    #[error("conflict: {reason}")]
+    Conflict { reason: String },
+    /// Another shard could not be asked; retryable once it is back.
+    #[error("shard {shard}: {reason}")]
+    Peer {
+        shard: weft_proto::types::ShardId,
+        reason: String,
+    },
 }
 
 impl OpError {
@@ -26,6 +43,9 @@ impl OpError {
     pub(crate) fn into_remote(self) -> RemoteError {
         match self {
             OpError::Refused { kind, message } => RemoteError { kind, message },
+            e @ (OpError::Locked { .. } | OpError::Conflict { .. }) => {
+                RemoteError::new(ErrorKind::Busy, format!("{e}; try again"))
+            }
             other => RemoteError::new(ErrorKind::Io, other.to_string()),
         }
     }

@@ -10,6 +10,11 @@
 //! Byte encodings per space: inode numbers big-endian (so keys sort as
 //! numbers), directory entries `ino` little-endian then the kind code,
 //! counters little-endian `u64`.
+//!
+//! Above the store, keys are *routed*: a `meta` key starts with the
+//! big-endian shard it belongs to, every other key with the inode it is of,
+//! which names its shard ([`crate::route`]). One shard's implementation
+//! here sees local keys only.
 
 #[cfg(test)]
 use std::collections::BTreeMap;
@@ -20,15 +25,9 @@ use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, Table, WriteTransactio
 use crate::fail::OpError;
 use crate::schema::{DIRENTS, INODES, META, ORPHANS, XATTRS};
 
-/// The key spaces of a shard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Space {
-    Inodes,
-    Dirents,
-    Xattrs,
-    Orphans,
-    Meta,
-}
+/// The key spaces of a shard (shared with the wire: shards read each
+/// other's records in cross-shard transactions).
+pub(crate) use weft_proto::shard::Space;
 
 pub(crate) type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -52,6 +51,75 @@ pub(crate) trait KvWrite: KvRead {
     fn set(&mut self, space: Space, key: &[u8], value: &[u8]) -> Result<(), OpError>;
     /// Whether the key was there.
     fn delete(&mut self, space: Space, key: &[u8]) -> Result<bool, OpError>;
+    /// Adds `delta` to the little-endian `u64` counter at `key` (missing:
+    /// 0), never below zero.
+    fn add(&mut self, space: Space, key: &[u8], delta: i64) -> Result<(), OpError> {
+        let old = match self.get(space, key)? {
+            Some(v) => u64_le(space, &v)?,
+            None => 0,
+        };
+        let new = old.saturating_add_signed(delta);
+        if delta < 0 && old < delta.unsigned_abs() {
+            tracing::warn!(value = old, delta, "counter would go below zero");
+        }
+        self.set(space, key, &new.to_le_bytes())
+    }
+    /// Adds `n` to the counter at `key` and returns the value before.
+    fn take(&mut self, space: Space, key: &[u8], n: u64) -> Result<u64, OpError> {
+        let old = match self.get(space, key)? {
+            Some(v) => u64_le(space, &v)?,
+            None => 0,
+        };
+        self.set(space, key, &old.saturating_add(n).to_le_bytes())?;
+        Ok(old)
+    }
+}
+
+impl<T: KvRead + ?Sized> KvRead for &T {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
+        (**self).get(space, key)
+    }
+    fn scan(
+        &self,
+        space: Space,
+        prefix: &[u8],
+        from: &[u8],
+        exclusive: bool,
+        limit: usize,
+    ) -> Result<Pairs, OpError> {
+        (**self).scan(space, prefix, from, exclusive, limit)
+    }
+}
+
+impl<T: KvRead + ?Sized> KvRead for &mut T {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
+        (**self).get(space, key)
+    }
+    fn scan(
+        &self,
+        space: Space,
+        prefix: &[u8],
+        from: &[u8],
+        exclusive: bool,
+        limit: usize,
+    ) -> Result<Pairs, OpError> {
+        (**self).scan(space, prefix, from, exclusive, limit)
+    }
+}
+
+impl<T: KvWrite + ?Sized> KvWrite for &mut T {
+    fn set(&mut self, space: Space, key: &[u8], value: &[u8]) -> Result<(), OpError> {
+        (**self).set(space, key, value)
+    }
+    fn delete(&mut self, space: Space, key: &[u8]) -> Result<bool, OpError> {
+        (**self).delete(space, key)
+    }
+    fn add(&mut self, space: Space, key: &[u8], delta: i64) -> Result<(), OpError> {
+        (**self).add(space, key, delta)
+    }
+    fn take(&mut self, space: Space, key: &[u8], n: u64) -> Result<u64, OpError> {
+        (**self).take(space, key, n)
+    }
 }
 
 fn bad(space: Space, what: &str) -> OpError {
@@ -66,7 +134,7 @@ fn u64_be(space: Space, k: &[u8]) -> Result<u64, OpError> {
     Ok(u64::from_be_bytes(b))
 }
 
-fn u64_le(space: Space, v: &[u8]) -> Result<u64, OpError> {
+pub(crate) fn u64_le(space: Space, v: &[u8]) -> Result<u64, OpError> {
     let b: [u8; 8] = v.try_into().map_err(|_| bad(space, "not 8 bytes"))?;
     Ok(u64::from_le_bytes(b))
 }

@@ -64,28 +64,57 @@
 //! tokens, quotas per user, atime updates on read (`noatime`; clients set
 //! atime explicitly).
 
+/// Test code: a store over shard 0's transaction `txn`, bound to `s`.
+#[cfg(test)]
+macro_rules! test_store {
+    (write $txn:expr => $s:ident) => {
+        let held = $crate::held::Held::default();
+        let mut local = $crate::route::Local {
+            kv: $crate::kv::RedbWrite::open(&$txn).unwrap(),
+            home: 0,
+            held: &held,
+        };
+        #[allow(unused_mut)]
+        let mut $s = $crate::store::Store::new(&mut local as &mut dyn $crate::kv::KvWrite, 0);
+    };
+    (read $txn:expr => $s:ident) => {
+        let held = $crate::held::Held::default();
+        let local = $crate::route::Local {
+            kv: $crate::kv::RedbRead::open(&$txn).unwrap(),
+            home: 0,
+            held: &held,
+        };
+        let $s = $crate::store::Store::new(&local as &dyn $crate::kv::KvRead, 0);
+    };
+}
+
 mod acl;
 mod error;
 mod fail;
+mod held;
 mod inode;
 mod kv;
 mod locks;
+mod multi;
 mod names;
 mod open;
 mod opens;
 mod ops;
 mod ordered;
 mod perm;
+mod route;
 mod schema;
 mod server;
 mod spec;
 mod store;
 mod sync;
+mod twopc;
 
 #[cfg(test)]
 mod testutil;
 
 pub use error::MetaError;
 pub use ordered::{BarrierFailed, DataBarrier};
-pub use server::MetaServer;
+pub use server::{MetaServer, LOCK_WAIT};
+pub use twopc::{ShardPeers, STALE};
 pub use spec::MetaSpec;

@@ -19,7 +19,7 @@ use weft_proto::types::{Timespec, ROOT_INO};
 use crate::error::MetaError;
 use crate::fail::OpError;
 use crate::inode::Inode;
-use crate::schema::{key, DIRENTS, INODES, META, ORPHANS, XATTRS};
+use crate::schema::{key, DECISIONS, DIRENTS, INODES, INTENTS, META, ORPHANS, XATTRS};
 use crate::spec::MetaSpec;
 
 /// What an inspected database holds.
@@ -141,26 +141,31 @@ fn initialise(db: &Database, spec: &MetaSpec) -> Result<(), OpError> {
             (key::SHARD, u64::from(spec.shard)),
             (key::NEXT_INO, 2),
             (key::NEXT_GEN, 2),
-            (key::INODES_USED, 1),
+            (key::INODES_USED, u64::from(spec.shard == 0)),
             (key::INLINE_BYTES, 0),
         ] {
             meta.insert(k, v)?;
         }
-        let mut root = Inode::new(
-            weft_proto::types::FileKind::Dir,
-            0o755,
-            0,
-            0,
-            1,
-            Timespec::now(),
-        );
-        root.nlink = 2;
-        root.parent = ROOT_INO;
-        txn.open_table(INODES)?
-            .insert(ROOT_INO, root.encode(ROOT_INO)?.as_slice())?;
+        let mut inodes = txn.open_table(INODES)?;
+        // The root directory lives on shard 0.
+        if spec.shard == 0 {
+            let mut root = Inode::new(
+                weft_proto::types::FileKind::Dir,
+                0o755,
+                0,
+                0,
+                1,
+                Timespec::now(),
+            );
+            root.nlink = 2;
+            root.parent = ROOT_INO;
+            inodes.insert(ROOT_INO, root.encode(ROOT_INO)?.as_slice())?;
+        }
         txn.open_table(DIRENTS)?;
         txn.open_table(XATTRS)?;
         txn.open_table(ORPHANS)?;
+        txn.open_table(INTENTS)?;
+        txn.open_table(DECISIONS)?;
     }
     txn.commit()?;
     Ok(())

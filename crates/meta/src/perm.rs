@@ -156,6 +156,12 @@ pub(crate) fn check(r: &impl Reader, req: &MetaRequest, cred: &Cred) -> Result<(
         MetaRequest::Lookup { parent, .. } => {
             require(r, *parent, cred, X, "search the directory")?;
         }
+        MetaRequest::Shard(_) => {
+            return Err(refuse(
+                ErrorKind::Permission,
+                "shard-to-shard requests come from nodes only",
+            ));
+        }
         MetaRequest::Create { parent, .. } | MetaRequest::CreateMasked { parent, .. } => {
             require(r, *parent, cred, W | X, "create in the directory")?;
         }

@@ -18,6 +18,13 @@ pub(crate) const ORPHANS: TableDefinition<u64, ()> = TableDefinition::new("orpha
 /// Shard-wide counters and identity, `name → u64`.
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
+/// `txid → postcard Intent` (see `twopc`): cross-shard transactions
+/// prepared on this shard, waiting for their coordinator's decision.
+pub(crate) const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("intents");
+/// `txid → postcard Decision`: how cross-shard transactions this shard
+/// coordinated ended, kept until every participant applied them.
+pub(crate) const DECISIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("decisions");
+
 /// Keys of the `meta` table.
 pub(crate) mod key {
     /// [`weft_proto::config::FORMAT_VERSION`] of the database.

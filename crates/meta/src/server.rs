@@ -4,10 +4,19 @@
 //! transactions concurrently with each other and with the one write
 //! transaction it admits at a time; `begin_write` waits for the previous
 //! writer, so every mutating request is serialised by redb itself.
+//!
+//! An operation first runs on this shard's transaction alone. If it reaches
+//! a record of another shard (`OpError::Remote`), it runs again as a
+//! cross-shard transaction (`multi`, committed by `twopc`). If it reaches a
+//! record a prepared cross-shard transaction holds (`Locked`) or its
+//! cross-shard commit finds what it read changed (`Conflict`), it runs again
+//! after a short pause, for up to [`LOCK_WAIT`]; past [`crate::twopc::STALE`]
+//! it first settles stale transactions itself.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,17 +27,31 @@ use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::MetaError;
 use crate::fail::OpError;
+use crate::held::Held;
+use crate::kv::{KvRead, KvWrite};
 use crate::locks::LockTable;
+use crate::multi::Multi;
 use crate::opens::OpenTable;
 use crate::ops::{self, Ctx};
 use crate::spec::MetaSpec;
-use crate::store::{ReadStore, WriteStore};
+use crate::store::{on_read, on_write, ReadStore, Store, WriteStore};
 use crate::sync::Flusher;
+use crate::twopc::ShardPeers;
+
+/// How long an operation waits for records a cross-shard transaction holds
+/// before it fails with `Busy`.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// One open metadata shard.
 pub struct MetaServer {
     pub(crate) db: Arc<Database>,
-    flusher: Flusher,
+    pub(crate) flusher: Flusher,
+    /// Keys prepared cross-shard transactions hold.
+    pub(crate) held: Held,
+    /// How this shard reaches the file system's other shards.
+    pub(crate) peers: RwLock<Option<Arc<dyn ShardPeers>>>,
+    /// The last transaction id this shard coordinated (see `twopc`).
+    pub(crate) last_txid: AtomicU64,
     spec: MetaSpec,
     path: PathBuf,
     /// Byte-range locks of this shard's inodes (memory only).
@@ -41,7 +64,7 @@ pub struct MetaServer {
     /// callers would free it (the second one's `Reclaim` failing, which
     /// fails its unlink with ENOENT).
     handoff: std::sync::Mutex<()>,
-    metrics: Arc<weft_metrics::MetaMetrics>,
+    pub(crate) metrics: Arc<weft_metrics::MetaMetrics>,
 }
 
 impl MetaServer {
@@ -63,16 +86,27 @@ impl MetaServer {
         );
         tracing::info!(path = %path.display(), fs = spec.fs, shard = spec.shard, "metadata shard open");
         let lease = (spec.lock_lease_ms > 0).then(|| Duration::from_millis(spec.lock_lease_ms));
-        Ok(MetaServer {
+        let server = MetaServer {
             db,
             flusher,
+            held: Held::default(),
+            peers: RwLock::new(None),
+            last_txid: AtomicU64::new(0),
             spec,
             path: path.to_owned(),
             locks: LockTable::with_lease(lease),
             opens: OpenTable::with_lease(lease),
             handoff: std::sync::Mutex::default(),
             metrics,
-        })
+        };
+        let prepared = server.recover_intents().map_err(|e| MetaError::Corrupt {
+            path: path.to_owned(),
+            reason: format!("cross-shard transaction records: {e}"),
+        })?;
+        if prepared > 0 {
+            tracing::info!(prepared, "cross-shard transactions left prepared; settled once their coordinators answer");
+        }
+        Ok(server)
     }
 
     /// An orphan made by `change` is handed to the caller for freeing only
@@ -81,7 +115,16 @@ impl MetaServer {
         &self,
         change: impl FnOnce() -> Result<Option<Orphan>, OpError>,
     ) -> Result<Option<Orphan>, OpError> {
-        self.handing_off(|| Ok(change()?.filter(|o| self.opens.is_unused(o.ino, Instant::now()))))
+        // An inode of another shard is in that shard's open table: its
+        // orphan stays listed there and is freed by the next sweep of
+        // orphans (`Client::reclaim_orphans`).
+        let home = self.spec.shard;
+        self.handing_off(|| {
+            Ok(change()?.filter(|o| {
+                weft_proto::types::ino_shard(o.ino) == home
+                    && self.opens.is_unused(o.ino, Instant::now())
+            }))
+        })
     }
 
     /// Runs `f` holding `handoff`.
@@ -211,7 +254,7 @@ impl MetaServer {
                 let req = ops::create::NewInode {
                     parent,
                     name: &name,
-                    node,
+                    node: node.clone(),
                     mode,
                     uid,
                     gid,
@@ -231,7 +274,7 @@ impl MetaServer {
                 let req = ops::create::NewInode {
                     parent,
                     name: &name,
-                    node,
+                    node: node.clone(),
                     mode,
                     uid,
                     gid,
@@ -384,38 +427,94 @@ impl MetaServer {
             MetaRequest::Counters => {
                 Response::Counters(self.read(|s| ops::counters::counters(s, ctx))?)
             }
-            MetaRequest::Orphans => Response::Orphans(self.read(ops::orphans::orphans)?),
+            MetaRequest::Orphans => Response::Orphans(self.read(|s| ops::orphans::orphans(s))?),
             MetaRequest::Reclaim { ino } => {
                 self.write(|s| ops::reclaim::reclaim(s, ino))?;
                 Response::Unit
             }
+            MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),
         };
         Ok((resp, Bytes::new()))
     }
 
-    /// Runs `body` in one read transaction.
-    fn read<T>(&self, body: impl FnOnce(&ReadStore) -> Result<T, OpError>) -> Result<T, OpError> {
-        let txn = self.db.begin_read()?;
-        let store = ReadStore::open(&txn)?;
-        body(&store)
+    /// Runs `body` in one read transaction (see the module header for
+    /// records of other shards and held ones).
+    fn read<T>(&self, mut body: impl FnMut(&ReadStore) -> Result<T, OpError>) -> Result<T, OpError> {
+        self.retrying(|| {
+            let txn = self.db.begin_read()?;
+            match on_read(&txn, self.spec.shard, &self.held, &mut body) {
+                Err(OpError::Remote { .. }) => {
+                    let multi = Multi::new(self.spec.shard, self);
+                    body(&Store::new(&multi as &dyn KvRead, self.spec.shard))
+                }
+                other => other,
+            }
+        })
     }
 
     /// Runs `body` in one write transaction: committed once if it succeeds,
     /// aborted (nothing written) if it fails.
     fn write<T>(
         &self,
-        body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
+        body: impl FnMut(&mut WriteStore<'_>) -> Result<T, OpError>,
     ) -> Result<T, OpError> {
         self.write_with(self.spec.durable, body)
     }
 
+    /// Runs `attempt` again while it finds records held or changed, for up
+    /// to [`LOCK_WAIT`].
+    fn retrying<T>(&self, mut attempt: impl FnMut() -> Result<T, OpError>) -> Result<T, OpError> {
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(200);
+        let mut settled = false;
+        loop {
+            match attempt() {
+                Err(e @ (OpError::Locked { .. } | OpError::Conflict { .. })) => {
+                    let waited = start.elapsed();
+                    if waited >= LOCK_WAIT {
+                        return Err(e);
+                    }
+                    if waited >= crate::twopc::STALE && !settled {
+                        self.resolve_stale();
+                        settled = true;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// [`Self::write`], durable at once only if `durable`: otherwise the
     /// commit becomes durable with the next durable one (atime updates,
-    /// which a crash may lose as on any file system).
+    /// which a crash may lose as on any file system). A cross-shard
+    /// transaction is always durable (see `twopc`).
     fn write_with<T>(
         &self,
         durable: bool,
-        body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
+        mut body: impl FnMut(&mut WriteStore<'_>) -> Result<T, OpError>,
+    ) -> Result<T, OpError> {
+        self.retrying(|| match self.write_local(durable, &mut body) {
+            Err(OpError::Remote { .. }) => {
+                let mut multi = Multi::new(self.spec.shard, self);
+                let out = body(&mut Store::new(
+                    &mut multi as &mut dyn KvWrite,
+                    self.spec.shard,
+                ))?;
+                self.commit_across(multi.into_parts())?;
+                self.metrics.transactions.inc();
+                Ok(out)
+            }
+            other => other,
+        })
+    }
+
+    /// One attempt on this shard's own transaction.
+    fn write_local<T>(
+        &self,
+        durable: bool,
+        body: &mut impl FnMut(&mut WriteStore<'_>) -> Result<T, OpError>,
     ) -> Result<T, OpError> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(if durable {
@@ -423,10 +522,7 @@ impl MetaServer {
         } else {
             Durability::None
         })?;
-        let out = {
-            let mut store = WriteStore::open(&txn)?;
-            body(&mut store)
-        };
+        let out = on_write(&txn, self.spec.shard, &self.held, body);
         match out {
             Ok(v) => {
                 txn.commit()?;
@@ -482,6 +578,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::Sync { .. } => "sync",
         MetaRequest::Allocated { .. } => "allocated",
         MetaRequest::RenewLease { .. } => "renew_lease",
+        MetaRequest::Shard(op) => op.into(),
     }
 }
 
@@ -805,7 +902,7 @@ mod tests {
         let b = fx.file(ROOT_INO, "b");
         let txn = fx.srv.db.begin_write().unwrap();
         {
-            let mut s = WriteStore::open(&txn).unwrap();
+            test_store!(write txn => s);
             let ghost = crate::store::Entry {
                 ino: 999_999,
                 kind: weft_proto::types::FileKind::File,
@@ -835,7 +932,7 @@ mod tests {
         assert_eq!(fx.getattr(ROOT_INO), root);
         assert_eq!(fx.lookup(ROOT_INO, "b").unwrap().ino, b.ino);
         let txn = fx.srv.db.begin_read().unwrap();
-        let s = ReadStore::open(&txn).unwrap();
+        test_store!(read txn => s);
         use crate::store::Reader;
         assert_eq!(
             s.entry(ROOT_INO, b"ghost").unwrap().map(|e| e.ino),

@@ -15,6 +15,10 @@ pub struct MetaSpec {
     /// Shard id: the high bits of every inode number allocated here; recorded
     /// at creation and checked on every open.
     pub shard: ShardId,
+    /// How many shards the file system has (numbered from 0): new
+    /// directories spread over them, and each holds an even share of
+    /// `max_inodes`.
+    pub shards: u16,
     /// Block size of new files (a power of two).
     pub block_size: u32,
     /// Storage pool of new files.
@@ -23,7 +27,8 @@ pub struct MetaSpec {
     pub table_version: u64,
     /// Chains a new file is striped over (at least 1).
     pub stripe_width: u32,
-    /// Most inode records the shard holds (orphans included); 0 for no limit.
+    /// Most inode records the file system holds (orphans included), shared
+    /// evenly by its shards; 0 for no limit.
     pub max_inodes: u64,
     /// New regular files keep their bytes in the inode until they outgrow
     /// [`weft_proto::layout::INLINE_MAX`].
@@ -41,15 +46,20 @@ pub struct MetaSpec {
 }
 
 impl MetaSpec {
-    /// The spec of shard 0 of file system `fs` with group commit (changes
-    /// durable together every 50 ms and at once on fsync, see `sync`);
-    /// `None` when the file system has no data pool.
-    pub fn group_commit(fs: &weft_proto::config::FsInfo, lock_lease_ms: u64) -> Option<MetaSpec> {
+    /// The spec of shard `shard` of file system `fs` with group commit
+    /// (changes durable together every 50 ms and at once on fsync, see
+    /// `sync`); `None` when the file system has no data pool.
+    pub fn group_commit(
+        fs: &weft_proto::config::FsInfo,
+        shard: ShardId,
+        lock_lease_ms: u64,
+    ) -> Option<MetaSpec> {
         let table = fs.chain_tables.first()?;
         Some(MetaSpec {
             fs: fs.id,
             name: fs.name.clone(),
-            shard: 0,
+            shard,
+            shards: u16::try_from(fs.shards.len()).unwrap_or(u16::MAX).max(1),
             block_size: fs.block_size,
             pool: 0,
             table_version: table.version,

@@ -8,12 +8,14 @@
 //! Nothing here commits: the caller ([`crate::server`]) commits once per request.
 
 use redb::{ReadTransaction, WriteTransaction};
-use weft_proto::types::{make_ino, FileKind, Ino, ShardId, LOCAL_INO_MASK};
+use weft_proto::types::{ino_shard, make_ino, FileKind, Ino, ShardId, LOCAL_INO_MASK};
 use weft_proto::ErrorKind;
 
 use crate::fail::{refuse, OpError};
+use crate::held::Held;
 use crate::inode::Inode;
-use crate::kv::{encode_entry, KvRead, KvWrite, RedbRead, RedbWrite, Space};
+use crate::kv::{encode_entry, u64_le, KvRead, KvWrite, RedbRead, RedbWrite, Space};
+use crate::route::{meta_key, Local};
 use crate::schema::{child_key, key, kind_code, kind_from_code, split_child_key};
 
 /// One directory entry's value.
@@ -23,21 +25,53 @@ pub(crate) struct Entry {
     pub kind: FileKind,
 }
 
-/// A shard's records over one KV transaction (see [`crate::kv`]).
+/// The records of a file system's shards over one transaction of the KV
+/// seam (see [`crate::kv`]), seen from shard `home`: one shard's redb
+/// transaction ([`Local`]) or a cross-shard transaction (`multi`). Keys are
+/// routed (see [`crate::route`]).
 pub(crate) struct Store<K> {
     kv: K,
+    home: ShardId,
 }
 
-pub(crate) type ReadStore = Store<RedbRead>;
+pub(crate) type ReadStore<'a> = Store<&'a dyn KvRead>;
 
-pub(crate) type WriteStore<'t> = Store<RedbWrite<'t>>;
+pub(crate) type WriteStore<'a> = Store<&'a mut dyn KvWrite>;
 
-impl ReadStore {
-    pub(crate) fn open(txn: &ReadTransaction) -> Result<Self, OpError> {
-        Ok(Store {
-            kv: RedbRead::open(txn)?,
-        })
+impl<K> Store<K> {
+    pub(crate) fn new(kv: K, home: ShardId) -> Self {
+        Store { kv, home }
     }
+}
+
+/// Runs `body` over shard `home`'s read transaction `txn`.
+pub(crate) fn on_read<T>(
+    txn: &ReadTransaction,
+    home: ShardId,
+    held: &Held,
+    body: impl FnOnce(&ReadStore<'_>) -> Result<T, OpError>,
+) -> Result<T, OpError> {
+    let local = Local {
+        kv: RedbRead::open(txn)?,
+        home,
+        held,
+    };
+    body(&Store::new(&local as &dyn KvRead, home))
+}
+
+/// Runs `body` over shard `home`'s write transaction `txn`.
+pub(crate) fn on_write<T>(
+    txn: &WriteTransaction,
+    home: ShardId,
+    held: &Held,
+    body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
+) -> Result<T, OpError> {
+    let mut local = Local {
+        kv: RedbWrite::open(txn)?,
+        home,
+        held,
+    };
+    body(&mut Store::new(&mut local as &mut dyn KvWrite, home))
 }
 
 fn ino_key(ino: Ino) -> [u8; 8] {
@@ -68,8 +102,10 @@ pub(crate) trait Reader {
     fn xattr_names(&self, ino: Ino) -> Result<Vec<Vec<u8>>, OpError>;
     /// Up to `limit` orphan inode numbers, in order.
     fn orphan_inos(&self, limit: usize) -> Result<Vec<Ino>, OpError>;
-    /// A `meta` counter; a missing one is a damaged shard.
+    /// A `meta` counter of the operation's shard; a missing one is a damaged shard.
     fn counter(&self, name: &'static str) -> Result<u64, OpError>;
+    /// A `meta` counter of `shard`.
+    fn counter_of(&self, shard: ShardId, name: &'static str) -> Result<u64, OpError>;
 }
 
 impl<K: KvRead> Reader for Store<K> {
@@ -144,27 +180,19 @@ impl<K: KvRead> Reader for Store<K> {
     }
 
     fn counter(&self, name: &'static str) -> Result<u64, OpError> {
+        self.counter_of(self.home, name)
+    }
+
+    fn counter_of(&self, shard: ShardId, name: &'static str) -> Result<u64, OpError> {
         let missing = || OpError::BadRecord {
             what: format!("meta/{name}"),
             reason: "missing".into(),
         };
         let v = self
             .kv
-            .get(Space::Meta, name.as_bytes())?
+            .get(Space::Meta, &meta_key(shard, name))?
             .ok_or_else(missing)?;
-        let b: [u8; 8] = v.as_slice().try_into().map_err(|_| OpError::BadRecord {
-            what: format!("meta/{name}"),
-            reason: "not 8 bytes".into(),
-        })?;
-        Ok(u64::from_le_bytes(b))
-    }
-}
-
-impl<'t> WriteStore<'t> {
-    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, OpError> {
-        Ok(Store {
-            kv: RedbWrite::open(txn)?,
-        })
+        u64_le(Space::Meta, &v)
     }
 }
 
@@ -179,8 +207,9 @@ impl<K: KvWrite> Store<K> {
         self.kv.delete(Space::Inodes, &ino_key(ino))?;
         self.remove_xattrs(ino)?;
         self.kv.delete(Space::Orphans, &ino_key(ino))?;
-        self.sub_counter(key::INODES_USED, 1)?;
-        self.sub_counter(key::INLINE_BYTES, inode.inline_len())?;
+        let shard = ino_shard(ino);
+        self.add_counter_of(shard, key::INODES_USED, -1)?;
+        self.add_counter_of(shard, key::INLINE_BYTES, -signed(inode.inline_len()))?;
         Ok(())
     }
 
@@ -215,47 +244,48 @@ impl<K: KvWrite> Store<K> {
         self.kv.set(Space::Orphans, &ino_key(ino), &[])
     }
 
-    pub(crate) fn set_counter(&mut self, name: &'static str, v: u64) -> Result<(), OpError> {
-        self.kv.set(Space::Meta, name.as_bytes(), &v.to_le_bytes())
+    /// Adds `delta` to counter `name` of `shard` (never below zero).
+    pub(crate) fn add_counter_of(
+        &mut self,
+        shard: ShardId,
+        name: &'static str,
+        delta: i64,
+    ) -> Result<(), OpError> {
+        if delta == 0 {
+            return Ok(());
+        }
+        self.kv.add(Space::Meta, &meta_key(shard, name), delta)
     }
 
     pub(crate) fn add_counter(&mut self, name: &'static str, delta: u64) -> Result<(), OpError> {
-        let v = self.counter(name)?;
-        self.set_counter(name, v.saturating_add(delta))
+        self.add_counter_of(self.home, name, signed(delta))
     }
 
     pub(crate) fn sub_counter(&mut self, name: &'static str, delta: u64) -> Result<(), OpError> {
-        let v = self.counter(name)?;
-        if v < delta {
-            tracing::warn!(
-                counter = name,
-                value = v,
-                delta,
-                "counter would go below zero"
-            );
-        }
-        self.set_counter(name, v.saturating_sub(delta))
+        self.add_counter_of(self.home, name, -signed(delta))
     }
 
-    /// A fresh inode number of `shard`; `NoSpace` once the local numbers run out.
+    /// A fresh inode number of `shard`; `NoSpace` once the local numbers run
+    /// out. Taken at once: a transaction that aborts leaves it unused.
     pub(crate) fn alloc_ino(&mut self, shard: ShardId) -> Result<Ino, OpError> {
-        let next = self.counter(key::NEXT_INO)?;
+        let next = self.kv.take(Space::Meta, &meta_key(shard, key::NEXT_INO), 1)?;
         if next > LOCAL_INO_MASK {
             return Err(refuse(
                 ErrorKind::NoSpace,
                 format!("shard {shard} has used all its inode numbers"),
             ));
         }
-        self.set_counter(key::NEXT_INO, next + 1)?;
         Ok(make_ino(shard, next))
     }
 
-    /// A fresh inode generation.
-    pub(crate) fn alloc_gen(&mut self) -> Result<u64, OpError> {
-        let gen = self.counter(key::NEXT_GEN)?;
-        self.set_counter(key::NEXT_GEN, gen.saturating_add(1))?;
-        Ok(gen)
+    /// A fresh inode generation of `shard`.
+    pub(crate) fn alloc_gen(&mut self, shard: ShardId) -> Result<u64, OpError> {
+        self.kv.take(Space::Meta, &meta_key(shard, key::NEXT_GEN), 1)
     }
+}
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn decode_entry(parent: Ino, name: &[u8], value: &[u8]) -> Result<Entry, OpError> {

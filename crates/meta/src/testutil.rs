@@ -18,6 +18,7 @@ pub(crate) fn spec() -> MetaSpec {
         fs: 7,
         name: "fs7".into(),
         shard: 0,
+        shards: 1,
         block_size: DEFAULT_BLOCK,
         pool: 1,
         table_version: 3,
@@ -207,5 +208,204 @@ impl Fx {
             Response::Counters(c) => c,
             other => panic!("counters: {other:?}"),
         }
+    }
+}
+
+/// Test fixture: the shards of one file system, each in its own database,
+/// reaching each other in-process the way nodes do over the network (every
+/// shard-to-shard request goes through [`MetaServer::handle`]).
+pub(crate) struct Shards {
+    pub dir: tempfile::TempDir,
+    pub srv: Vec<std::sync::Arc<MetaServer>>,
+    pub spec: MetaSpec,
+    pub net: std::sync::Arc<InProc>,
+}
+
+/// The in-process network between [`Shards`], with faults to inject.
+#[derive(Default)]
+pub(crate) struct InProc {
+    servers: std::sync::RwLock<Vec<std::sync::Weak<MetaServer>>>,
+    /// Shards that answer nothing (their node is down).
+    pub down: std::sync::Mutex<std::collections::HashSet<u16>>,
+    /// `Commit` messages are lost.
+    pub lose_commits: std::sync::atomic::AtomicBool,
+}
+
+impl crate::ShardPeers for InProc {
+    fn call(
+        &self,
+        shard: u16,
+        op: weft_proto::shard::ShardOp,
+    ) -> Result<weft_proto::shard::ShardReply, weft_proto::RemoteError> {
+        let lost = matches!(op, weft_proto::shard::ShardOp::Commit { .. })
+            && self.lose_commits.load(std::sync::atomic::Ordering::SeqCst);
+        if lost || self.down.lock().unwrap().contains(&shard) {
+            return Err(weft_proto::RemoteError::new(
+                ErrorKind::NoService,
+                format!("shard {shard} is down"),
+            ));
+        }
+        let srv = self.servers.read().unwrap()[usize::from(shard)]
+            .upgrade()
+            .ok_or_else(|| weft_proto::RemoteError::new(ErrorKind::NoService, "closed"))?;
+        match srv.handle(MetaRequest::Shard(op), Bytes::new()).0 {
+            Response::Shard(r) => Ok(r),
+            Response::Error(e) => Err(e),
+            other => panic!("shard answered {other:?}"),
+        }
+    }
+}
+
+impl Shards {
+    pub(crate) fn new(n: u16) -> Shards {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = spec();
+        spec.shards = n;
+        let net = std::sync::Arc::new(InProc::default());
+        let mut s = Shards {
+            dir,
+            srv: Vec::new(),
+            spec,
+            net,
+        };
+        for shard in 0..n {
+            let srv = s.open(shard);
+            s.srv.push(srv);
+        }
+        s.link();
+        s
+    }
+
+    fn open(&self, shard: u16) -> std::sync::Arc<MetaServer> {
+        let mut spec = self.spec.clone();
+        spec.shard = shard;
+        let path = self.dir.path().join(format!("shard{shard}.redb"));
+        std::sync::Arc::new(MetaServer::open(&path, spec).unwrap())
+    }
+
+    fn link(&self) {
+        *self.net.servers.write().unwrap() =
+            self.srv.iter().map(std::sync::Arc::downgrade).collect();
+        for s in &self.srv {
+            s.set_peers(self.net.clone());
+        }
+    }
+
+    /// Closes shard `shard` and opens it again (a restart of its node).
+    pub(crate) fn restart(&mut self, shard: u16) {
+        let i = usize::from(shard);
+        let placeholder = self.srv[0].clone();
+        let old = std::mem::replace(&mut self.srv[i], placeholder);
+        drop(old);
+        self.srv[i] = self.open(shard);
+        self.link();
+    }
+
+    /// Sends `req` to the shard of `route`, as a client does.
+    pub(crate) fn call(&self, route: Ino, req: MetaRequest) -> Response {
+        let shard = usize::from(weft_proto::types::ino_shard(route));
+        self.srv[shard].handle(req, Bytes::new()).0
+    }
+
+    pub(crate) fn attr(&self, route: Ino, req: MetaRequest) -> Result<Attr, ErrorKind> {
+        match self.call(route, req) {
+            Response::Attr(a) => Ok(a),
+            Response::Error(e) => Err(e.kind),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    pub(crate) fn make(&self, parent: Ino, name: &str, node: NewNode) -> Result<Attr, ErrorKind> {
+        self.attr(
+            parent,
+            MetaRequest::Create {
+                parent,
+                name: name.into(),
+                node,
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+            },
+        )
+    }
+
+    pub(crate) fn lookup(&self, parent: Ino, name: &str) -> Result<Attr, ErrorKind> {
+        self.attr(
+            parent,
+            MetaRequest::Lookup {
+                parent,
+                name: name.into(),
+            },
+        )
+    }
+
+    pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, ErrorKind> {
+        self.attr(ino, MetaRequest::GetAttr { ino })
+    }
+
+    pub(crate) fn rename(
+        &self,
+        parent: Ino,
+        name: &str,
+        new_parent: Ino,
+        new_name: &str,
+    ) -> Result<(), ErrorKind> {
+        match self.call(
+            parent,
+            MetaRequest::Rename {
+                parent,
+                name: name.into(),
+                new_parent,
+                new_name: new_name.into(),
+                mode: RenameMode::Replace,
+            },
+        ) {
+            Response::Renamed { .. } => Ok(()),
+            Response::Error(e) => Err(e.kind),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    pub(crate) fn rmdir(&self, parent: Ino, name: &str) -> Result<(), ErrorKind> {
+        match self.call(
+            parent,
+            MetaRequest::Rmdir {
+                parent,
+                name: name.into(),
+            },
+        ) {
+            Response::Unit => Ok(()),
+            Response::Error(e) => Err(e.kind),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Names in directory `dir`, in order.
+    pub(crate) fn names(&self, dir: Ino) -> Vec<String> {
+        match self.call(
+            dir,
+            MetaRequest::ReadDir {
+                dir,
+                after: None,
+                limit: 100_000,
+            },
+        ) {
+            Response::Entries { entries, .. } => entries
+                .into_iter()
+                .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+                .collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Inode records held, summed over the shards.
+    pub(crate) fn inodes_used(&self) -> u64 {
+        self.srv
+            .iter()
+            .map(|s| match s.handle(MetaRequest::Counters, Bytes::new()).0 {
+                Response::Counters(c) => c.inodes_used,
+                other => panic!("{other:?}"),
+            })
+            .sum()
     }
 }

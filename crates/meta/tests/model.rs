@@ -264,6 +264,7 @@ impl Shard {
             fs: 1,
             name: "fs1".into(),
             shard: 0,
+            shards: 1,
             block_size: 1 << 20,
             pool: 0,
             table_version: 1,

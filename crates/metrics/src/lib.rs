@@ -182,6 +182,8 @@ pub struct MetaMetrics {
     pub commit_batches: Counter,
     pub fsyncs: Counter,
     pub locks_held: Gauge,
+    /// Cross-shard transactions this process coordinated and committed.
+    pub cross_shard: Counter,
 }
 
 /// The client's block cache (pagepool), summed over the clients of the process.
@@ -211,6 +213,7 @@ struct Families {
     meta_batches: Family<FsLabels, Counter>,
     meta_fsyncs: Family<FsLabels, Counter>,
     meta_locks: Family<FsLabels, Gauge>,
+    meta_cross_shard: Family<FsLabels, Counter>,
     rpc_calls: OpFamily<RpcLabels>,
     rpc_served: OpFamily<RpcLabels>,
     info: Family<InfoLabels, Gauge>,
@@ -328,6 +331,11 @@ impl Metrics {
             "weft_meta_locks_held",
             "byte-range and whole-file locks held",
         );
+        let meta_cross_shard = counter(
+            &mut r,
+            "weft_meta_cross_shard_transactions",
+            "cross-shard metadata transactions coordinated and committed (two-phase)",
+        );
         let rpc_calls = OpFamily::new(
             &mut r,
             "weft_rpc_calls",
@@ -391,6 +399,7 @@ impl Metrics {
             meta_batches,
             meta_fsyncs,
             meta_locks,
+            meta_cross_shard,
             rpc_calls,
             rpc_served,
             info,
@@ -472,6 +481,7 @@ impl Metrics {
                     commit_batches: f.meta_batches.get_or_create(&l).clone(),
                     fsyncs: f.meta_fsyncs.get_or_create(&l).clone(),
                     locks_held: f.meta_locks.get_or_create(&l).clone(),
+                    cross_shard: f.meta_cross_shard.get_or_create(&l).clone(),
                 })
             })
             .clone()

@@ -8,6 +8,7 @@
 //!   ([`msg`]);
 //! - the cluster configuration records ([`config`]) and the file attribute
 //!   records ([`types`]);
+//! - what one metadata shard asks another ([`shard`]);
 //! - the pure striping arithmetic of a file layout ([`layout`]);
 //! - with the `sample` feature, a small configuration for tests (`sample`).
 //!
@@ -23,6 +24,7 @@ pub mod layout;
 pub mod msg;
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+pub mod shard;
 pub mod stanza;
 pub mod types;
 

@@ -8,7 +8,7 @@ use crate::config::{Availability, ClusterConfig, DiskStatus, FsInfo, NsdInfo, Ro
 use crate::error::RemoteError;
 use crate::types::{
     Attr, ByteLock, ChunkId, Cred, DirEntry, FsCounters, FsId, Ino, LockReply, NewNode, NodeId,
-    NsdId, Orphan, RenameMode, SetAttr, Timespec, XattrMode,
+    NsdId, Orphan, RenameMode, SetAttr, ShardId, Timespec, XattrMode,
 };
 
 /// First frame a connecting peer sends.
@@ -68,11 +68,13 @@ pub enum AuthReply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
     Nsd(NsdRequest),
-    /// A metadata request for file system `fs` (the shard is in the inode),
-    /// made for the process `cred` (None: the node itself, e.g. freeing an
-    /// orphan or an admin command, trusted as every secret holder is).
+    /// A metadata request for shard `shard` of file system `fs` (clients
+    /// take the shard from the inode the request routes by), made for the
+    /// process `cred` (None: the node itself, e.g. freeing an orphan, an
+    /// admin command or another shard, trusted as every secret holder is).
     Meta {
         fs: FsId,
+        shard: ShardId,
         req: MetaRequest,
         cred: Option<Cred>,
     },
@@ -439,6 +441,9 @@ pub enum MetaRequest {
         ino: Ino,
         client: u64,
     },
+    /// From another shard of the file system: a read or a step of a
+    /// cross-shard transaction (see [`crate::shard`]). Nodes only.
+    Shard(crate::shard::ShardOp),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -635,6 +640,8 @@ pub enum Response {
     },
     /// A Raft reply, encoded by the quorum role.
     Raft(Vec<u8>),
+    /// A shard's answer to another shard.
+    Shard(crate::shard::ShardReply),
     /// A node joined: its id, the configuration and the cluster secret sealed
     /// with the join key (`sealed[i] = secret[i] ^ pad[i]`, see `weft-net`).
     Joined {

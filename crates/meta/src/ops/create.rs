@@ -4,7 +4,14 @@
 //! links and adds one to its parent; a symlink has permissions 0777 and its
 //! target's length as size; in a set-group-id directory the new inode takes
 //! the directory's group, and a new directory inherits the set-group-id bit.
-//! The shard's inode limit gives `NoSpace`.
+//! The inode limit (the file system's, shared evenly by its shards) gives
+//! `NoSpace`.
+//!
+//! Placement: a file, symlink or node is created on its parent's shard; a
+//! new directory on the shard [`place_dir`] picks from its parent and name,
+//! so directories (and the files made in them) spread over every shard. A
+//! directory on another shard than its parent's makes this a cross-shard
+//! transaction (see `twopc`).
 //!
 //! POSIX ACLs: if the parent has a default ACL, a new inode (not a symlink)
 //! gets it, limited by the requested mode, as its access ACL (stored only
@@ -14,7 +21,7 @@
 //! applies.
 
 use weft_proto::layout::Layout;
-use weft_proto::types::{Attr, FileKind, Ino, NewNode};
+use weft_proto::types::{ino_shard, Attr, FileKind, Ino, NewNode, ShardId};
 use weft_proto::ErrorKind;
 
 use super::{load_dir, one_more_link, touch_dir, Ctx};
@@ -61,11 +68,16 @@ pub(crate) fn create(
             format!("{:?} exists in directory {parent}", show(name)),
         ));
     }
-    let used = s.counter(key::INODES_USED)?;
-    if ctx.spec.max_inodes > 0 && used >= ctx.spec.max_inodes {
+    let shard = match node {
+        NewNode::Dir => place_dir(parent, name, ctx.spec.shards),
+        _ => ino_shard(parent),
+    };
+    let used = s.counter_of(shard, key::INODES_USED)?;
+    let limit = ctx.spec.max_inodes.div_ceil(u64::from(ctx.spec.shards.max(1)));
+    if limit > 0 && used >= limit {
         return Err(refuse(
             ErrorKind::NoSpace,
-            format!("shard holds {used} inodes, its limit"),
+            format!("shard {shard} holds {used} inodes, its share of the file system's limit"),
         ));
     }
     let mut perm = mode;
@@ -93,8 +105,8 @@ pub(crate) fn create(
             perm |= S_ISGID;
         }
     }
-    let ino = s.alloc_ino(ctx.spec.shard)?;
-    let gen = s.alloc_gen()?;
+    let ino = s.alloc_ino(shard)?;
+    let gen = s.alloc_gen(shard)?;
     let kind = kind_of(&node);
     let mut inode = Inode::new(kind, perm, uid, gid, gen, ctx.now);
     let mut parent_links = 0;
@@ -133,9 +145,27 @@ pub(crate) fn create(
         s.put_xattr(ino, acl::DEFAULT, value)?;
     }
     s.put_entry(parent, name, Entry { ino, kind })?;
-    s.add_counter(key::INODES_USED, 1)?;
+    s.add_counter_of(shard, key::INODES_USED, 1)?;
     touch_dir(s, parent, parent_links, ctx.now)?;
     Ok(inode.attr(ino))
+}
+
+/// The shard of a new directory `name` in `parent`, over `shards` shards
+/// (numbered from 0): a hash of both, so siblings spread.
+pub(crate) fn place_dir(parent: Ino, name: &[u8], shards: u16) -> ShardId {
+    if shards <= 1 {
+        return 0;
+    }
+    // FNV-1a over the name, mixed with the parent (splitmix64's finaliser).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = h ^ parent.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z % u64::from(shards)) as ShardId
 }
 
 fn kind_of(node: &NewNode) -> FileKind {
@@ -191,10 +221,10 @@ mod tests {
 
     #[test]
     fn files_get_the_shard_layout_and_fresh_numbers() {
-        let fx = Fx::with(|s| s.shard = 3);
+        let fx = Fx::new();
         let a = fx.file(ROOT_INO, "a");
         let b = fx.file(ROOT_INO, "b");
-        assert_eq!(ino_shard(a.ino), 3);
+        assert_eq!(ino_shard(a.ino), 0);
         assert_ne!(a.ino, b.ino);
         assert_ne!(a.gen, b.gen);
         assert_ne!(a.ino, ROOT_INO);

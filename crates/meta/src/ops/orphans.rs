@@ -57,7 +57,7 @@ mod tests {
         let fx = Fx::new();
         let txn = fx.srv.db.begin_write().unwrap();
         {
-            let mut s = crate::store::WriteStore::open(&txn).unwrap();
+            test_store!(write txn => s);
             let ctx = crate::ops::Ctx {
                 spec: &fx.spec,
                 now: weft_proto::types::Timespec::now(),

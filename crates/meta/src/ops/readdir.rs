@@ -126,7 +126,7 @@ mod tests {
         let mut txn = fx.srv.db.begin_write().unwrap();
         txn.set_durability(redb::Durability::None).unwrap();
         {
-            let mut s = crate::store::WriteStore::open(&txn).unwrap();
+            test_store!(write txn => s);
             let ctx = crate::ops::Ctx {
                 spec: &fx.spec,
                 now: weft_proto::types::Timespec::now(),

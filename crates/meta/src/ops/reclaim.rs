@@ -51,7 +51,7 @@ mod tests {
             ErrorKind::NotFound
         );
         let txn = redb::ReadableDatabase::begin_read(&*fx.srv.db).unwrap();
-        let s = crate::store::ReadStore::open(&txn).unwrap();
+        test_store!(read txn => s);
         assert!(crate::store::Reader::xattr_names(&s, a.ino)
             .unwrap()
             .is_empty());

@@ -72,7 +72,7 @@ mod tests {
         assert_eq!(fx.counters().inodes_used, used - 1);
         // Its xattrs went with it.
         let txn = redb::ReadableDatabase::begin_read(&*fx.srv.db).unwrap();
-        let s = crate::store::ReadStore::open(&txn).unwrap();
+        test_store!(read txn => s);
         assert!(crate::store::Reader::xattr_names(&s, d.ino)
             .unwrap()
             .is_empty());
@@ -103,7 +103,7 @@ mod tests {
         let fx = Fx::new();
         let txn = fx.srv.db.begin_write().unwrap();
         {
-            let mut s = crate::store::WriteStore::open(&txn).unwrap();
+            test_store!(write txn => s);
             s.put_entry(
                 ROOT_INO,
                 b"loop",
