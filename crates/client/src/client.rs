@@ -217,6 +217,7 @@ impl Client {
             .call(
                 Request::Meta {
                     fs: self.fs.id,
+                    shard: ino_shard(route),
                     req,
                     cred: crate::caller::current(),
                 },

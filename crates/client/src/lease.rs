@@ -48,6 +48,7 @@ async fn renew(alive: Weak<()>, cluster: Arc<Cluster>, fs: FsInfo, client: u64) 
             let ino = make_ino(shard.id, 1);
             let req = Request::Meta {
                 fs: fs.id,
+                shard: shard.id,
                 req: MetaRequest::RenewLease { ino, client },
                 cred: None,
             };

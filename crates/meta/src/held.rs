@@ -143,7 +143,10 @@ mod tests {
 
     fn keys(points: &[&[u8]], prefixes: &[&[u8]]) -> Keys {
         Keys {
-            points: points.iter().map(|k| (Space::Dirents, k.to_vec())).collect(),
+            points: points
+                .iter()
+                .map(|k| (Space::Dirents, k.to_vec()))
+                .collect(),
             prefixes: prefixes
                 .iter()
                 .map(|k| (Space::Dirents, k.to_vec()))
@@ -161,8 +164,14 @@ mod tests {
             Err(OpError::Locked { txid: 1 })
         ));
         assert!(h.check_key(Space::Inodes, b"ab").is_ok(), "other space");
-        assert!(h.check_key(Space::Dirents, b"xy").is_err(), "inside a held range");
-        assert!(h.check_range(Space::Dirents, b"a").is_err(), "range over a held key");
+        assert!(
+            h.check_key(Space::Dirents, b"xy").is_err(),
+            "inside a held range"
+        );
+        assert!(
+            h.check_range(Space::Dirents, b"a").is_err(),
+            "range over a held key"
+        );
         assert!(h.check_range(Space::Dirents, b"b").is_ok());
         assert_eq!(h.hold(2, keys(&[b"xz"], &[])), Err(1));
         assert_eq!(h.count(), 1, "a refused hold takes nothing");

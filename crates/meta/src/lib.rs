@@ -116,5 +116,5 @@ mod testutil;
 pub use error::MetaError;
 pub use ordered::{BarrierFailed, DataBarrier};
 pub use server::{MetaServer, LOCK_WAIT};
-pub use twopc::{ShardPeers, STALE};
 pub use spec::MetaSpec;
+pub use twopc::{ShardPeers, STALE};

@@ -47,10 +47,13 @@ pub(crate) struct Part {
     pub changes: Vec<KvChange>,
 }
 
+/// What the transaction read, by shard, space and key.
+type ReadSet = BTreeMap<(ShardId, Space, Vec<u8>), Option<Vec<u8>>>;
+
 pub(crate) struct Multi<'a> {
     home: ShardId,
     access: &'a dyn Access,
-    reads: RefCell<BTreeMap<(ShardId, Space, Vec<u8>), Option<Vec<u8>>>>,
+    reads: RefCell<ReadSet>,
     scans: RefCell<Vec<(ShardId, KvScanned)>>,
     /// Buffered changes by routed key.
     pending: BTreeMap<(Space, Vec<u8>), Pending>,
@@ -195,7 +198,10 @@ impl KvRead for Multi<'_> {
                         Some(v) => u64_le(space, v)?,
                         None => 0,
                     };
-                    merged.insert(k.clone(), old.saturating_add_signed(*d).to_le_bytes().to_vec());
+                    merged.insert(
+                        k.clone(),
+                        old.saturating_add_signed(*d).to_le_bytes().to_vec(),
+                    );
                 }
             }
         }
@@ -227,9 +233,9 @@ impl KvWrite for Multi<'_> {
                 let old = u64_le(space, &v)?;
                 Pending::Set(old.saturating_add_signed(delta).to_le_bytes().to_vec())
             }
-            Pending::Delete => Pending::Set(
-                0u64.saturating_add_signed(delta).to_le_bytes().to_vec(),
-            ),
+            Pending::Delete => {
+                Pending::Set(0u64.saturating_add_signed(delta).to_le_bytes().to_vec())
+            }
         };
         Ok(())
     }
@@ -253,7 +259,12 @@ mod tests {
     struct Mem(Mutex<BTreeMap<ShardId, MemKv>>);
 
     impl Access for Mem {
-        fn get(&self, shard: ShardId, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
+        fn get(
+            &self,
+            shard: ShardId,
+            space: Space,
+            key: &[u8],
+        ) -> Result<Option<Vec<u8>>, OpError> {
             let g = self.0.lock().unwrap();
             Ok(match g.get(&shard) {
                 Some(kv) => kv.get(space, key)?,
@@ -288,16 +299,29 @@ mod tests {
             kv.set(Space::Dirents, &dirent(d1, b"b"), b"y").unwrap();
         }
         let mut m = Multi::new(0, &mem);
-        assert_eq!(m.get(Space::Dirents, &dirent(d1, b"a")).unwrap(), Some(b"x".to_vec()));
+        assert_eq!(
+            m.get(Space::Dirents, &dirent(d1, b"a")).unwrap(),
+            Some(b"x".to_vec())
+        );
         m.delete(Space::Dirents, &dirent(d1, b"a")).unwrap();
         m.set(Space::Dirents, &dirent(d1, b"c"), b"z").unwrap();
         let names: Vec<Vec<u8>> = m
-            .scan(Space::Dirents, &d1.to_be_bytes(), &d1.to_be_bytes(), false, 10)
+            .scan(
+                Space::Dirents,
+                &d1.to_be_bytes(),
+                &d1.to_be_bytes(),
+                false,
+                10,
+            )
             .unwrap()
             .into_iter()
             .map(|(k, _)| k[8..].to_vec())
             .collect();
-        assert_eq!(names, [b"b".to_vec(), b"c".to_vec()], "the scan sees the changes");
+        assert_eq!(
+            names,
+            [b"b".to_vec(), b"c".to_vec()],
+            "the scan sees the changes"
+        );
         let home_ino = make_ino(0, 9).to_be_bytes();
         m.set(Space::Inodes, &home_ino, b"i").unwrap();
         assert_eq!(m.take(Space::Meta, &meta_key(1, "next_ino"), 1).unwrap(), 0);

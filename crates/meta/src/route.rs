@@ -25,9 +25,7 @@ pub(crate) fn meta_key(shard: ShardId, name: &str) -> Vec<u8> {
 /// prefix is too short to say (a shard-wide listing: the caller's own).
 pub(crate) fn shard_of(space: Space, key: &[u8]) -> Option<ShardId> {
     match space {
-        Space::Meta => key
-            .get(..2)
-            .map(|b| ShardId::from_be_bytes([b[0], b[1]])),
+        Space::Meta => key.get(..2).map(|b| ShardId::from_be_bytes([b[0], b[1]])),
         _ => key.get(..8).map(|b| {
             let mut a = [0u8; 8];
             a.copy_from_slice(b);
@@ -130,7 +128,10 @@ mod tests {
     fn keys_route_by_inode_and_counters_by_shard() {
         let ino = make_ino(3, 9).to_be_bytes();
         assert_eq!(shard_of(Space::Inodes, &ino), Some(3));
-        assert_eq!(shard_of(Space::Dirents, &[&ino[..], b"name"].concat()), Some(3));
+        assert_eq!(
+            shard_of(Space::Dirents, &[&ino[..], b"name"].concat()),
+            Some(3)
+        );
         assert_eq!(shard_of(Space::Orphans, &[]), None);
         let k = meta_key(5, "next_ino");
         assert_eq!(shard_of(Space::Meta, &k), Some(5));

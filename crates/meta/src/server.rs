@@ -42,6 +42,29 @@ use crate::twopc::ShardPeers;
 /// before it fails with `Busy`.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
+thread_local! {
+    /// Set by [`MetaServer::try_handle_local`]: operations must not leave
+    /// this shard's own transaction or wait.
+    static LOCAL_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set when such an operation needed another shard or a held record.
+    static ESCAPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn local_only() -> bool {
+    LOCAL_ONLY.with(|c| c.get())
+}
+
+/// In local-only mode, notes that `r` needs more than this shard's own
+/// transaction.
+fn note_escape<T>(r: &Result<T, OpError>) {
+    if matches!(
+        r,
+        Err(OpError::Remote { .. } | OpError::Locked { .. } | OpError::Conflict { .. })
+    ) {
+        ESCAPED.with(|c| c.set(true));
+    }
+}
+
 /// One open metadata shard.
 pub struct MetaServer {
     pub(crate) db: Arc<Database>,
@@ -104,7 +127,10 @@ impl MetaServer {
             reason: format!("cross-shard transaction records: {e}"),
         })?;
         if prepared > 0 {
-            tracing::info!(prepared, "cross-shard transactions left prepared; settled once their coordinators answer");
+            tracing::info!(
+                prepared,
+                "cross-shard transactions left prepared; settled once their coordinators answer"
+            );
         }
         Ok(server)
     }
@@ -170,6 +196,24 @@ impl MetaServer {
     /// `Response::Error` with a POSIX-meaningful kind.
     pub fn handle(&self, req: MetaRequest, data: Bytes) -> (Response, Bytes) {
         self.handle_as(req, data, None)
+    }
+
+    /// [`MetaServer::handle_as`] if `req` needs nothing but this shard's own
+    /// records, none of them held: it then never waits, so a caller may run
+    /// it on an async thread. `None` (and nothing done) otherwise: the
+    /// caller runs [`MetaServer::handle_as`] where it may wait. Only for
+    /// requests that change nothing before their first transaction.
+    pub fn try_handle_local(
+        &self,
+        req: MetaRequest,
+        data: Bytes,
+        cred: Option<&Cred>,
+    ) -> Option<(Response, Bytes)> {
+        LOCAL_ONLY.with(|c| c.set(true));
+        ESCAPED.with(|c| c.set(false));
+        let out = self.handle_as(req, data, cred);
+        LOCAL_ONLY.with(|c| c.set(false));
+        (!ESCAPED.with(|c| c.replace(false))).then_some(out)
     }
 
     /// [`MetaServer::handle`] for a caller: with credentials, the shard
@@ -439,11 +483,14 @@ impl MetaServer {
 
     /// Runs `body` in one read transaction (see the module header for
     /// records of other shards and held ones).
-    fn read<T>(&self, mut body: impl FnMut(&ReadStore) -> Result<T, OpError>) -> Result<T, OpError> {
+    fn read<T>(
+        &self,
+        mut body: impl FnMut(&ReadStore) -> Result<T, OpError>,
+    ) -> Result<T, OpError> {
         self.retrying(|| {
             let txn = self.db.begin_read()?;
             match on_read(&txn, self.spec.shard, &self.held, &mut body) {
-                Err(OpError::Remote { .. }) => {
+                Err(OpError::Remote { .. }) if !local_only() => {
                     let multi = Multi::new(self.spec.shard, self);
                     body(&Store::new(&multi as &dyn KvRead, self.spec.shard))
                 }
@@ -464,6 +511,11 @@ impl MetaServer {
     /// Runs `attempt` again while it finds records held or changed, for up
     /// to [`LOCK_WAIT`].
     fn retrying<T>(&self, mut attempt: impl FnMut() -> Result<T, OpError>) -> Result<T, OpError> {
+        if local_only() {
+            let r = attempt();
+            note_escape(&r);
+            return r;
+        }
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         let mut settled = false;
@@ -496,7 +548,7 @@ impl MetaServer {
         mut body: impl FnMut(&mut WriteStore<'_>) -> Result<T, OpError>,
     ) -> Result<T, OpError> {
         self.retrying(|| match self.write_local(durable, &mut body) {
-            Err(OpError::Remote { .. }) => {
+            Err(OpError::Remote { .. }) if !local_only() => {
                 let mut multi = Multi::new(self.spec.shard, self);
                 let out = body(&mut Store::new(
                     &mut multi as &mut dyn KvWrite,

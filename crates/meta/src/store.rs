@@ -268,7 +268,9 @@ impl<K: KvWrite> Store<K> {
     /// A fresh inode number of `shard`; `NoSpace` once the local numbers run
     /// out. Taken at once: a transaction that aborts leaves it unused.
     pub(crate) fn alloc_ino(&mut self, shard: ShardId) -> Result<Ino, OpError> {
-        let next = self.kv.take(Space::Meta, &meta_key(shard, key::NEXT_INO), 1)?;
+        let next = self
+            .kv
+            .take(Space::Meta, &meta_key(shard, key::NEXT_INO), 1)?;
         if next > LOCAL_INO_MASK {
             return Err(refuse(
                 ErrorKind::NoSpace,
@@ -280,7 +282,8 @@ impl<K: KvWrite> Store<K> {
 
     /// A fresh inode generation of `shard`.
     pub(crate) fn alloc_gen(&mut self, shard: ShardId) -> Result<u64, OpError> {
-        self.kv.take(Space::Meta, &meta_key(shard, key::NEXT_GEN), 1)
+        self.kv
+            .take(Space::Meta, &meta_key(shard, key::NEXT_GEN), 1)
     }
 }
 

@@ -558,9 +558,16 @@ impl MetaServer {
                     settled += 1;
                 }
                 Ok(other) => {
-                    tracing::warn!(txid, coordinator, ?other, "unexpected answer to a fate question")
+                    tracing::warn!(
+                        txid,
+                        coordinator,
+                        ?other,
+                        "unexpected answer to a fate question"
+                    )
                 }
-                Err(e) => tracing::debug!(txid, coordinator, error = %e, "coordinator not reachable yet"),
+                Err(e) => {
+                    tracing::debug!(txid, coordinator, error = %e, "coordinator not reachable yet")
+                }
             }
         }
         Ok(settled)

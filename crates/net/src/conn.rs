@@ -258,6 +258,9 @@ impl Peer {
         let (resp, data) = if handler.is_quick(&req, data.len()) {
             // Cheaper than two thread hand-offs.
             crate::server::served(&**handler, from, trace, req, data)
+        } else if let Some(out) = crate::server::served_quick(&**handler, from, trace, &req, &data)
+        {
+            out
         } else {
             let handler = handler.clone();
             tokio::task::spawn_blocking(move || {

@@ -59,6 +59,33 @@ pub trait Handler: Send + Sync + 'static {
     fn is_quick(&self, _req: &Request, _data_len: usize) -> bool {
         false
     }
+
+    /// Serves `req` on the caller's (async) thread if it turns out short:
+    /// `None` when it would wait (nothing done then), and the caller hands
+    /// it to the blocking pool. For requests that are usually quick but
+    /// cannot be told in advance (see `Peer::local`).
+    fn try_quick(&self, _from: u64, _req: &Request, _data: &Bytes) -> Option<(Response, Bytes)> {
+        None
+    }
+}
+
+/// [`served`] for [`Handler::try_quick`]: recorded only if it was served.
+pub(crate) fn served_quick(
+    handler: &dyn Handler,
+    from: u64,
+    trace: u64,
+    req: &Request,
+    data: &Bytes,
+) -> Option<(Response, Bytes)> {
+    let (role, kind) = req.kind();
+    let at = std::time::Instant::now();
+    let out = crate::trace::serving(trace, || handler.try_quick(from, req, data))?;
+    let took = at.elapsed();
+    let ok = !matches!(out.0, Response::Error(_));
+    weft_metrics::global()
+        .rpc_served(role, kind)
+        .record(took, ok);
+    Some(out)
 }
 
 /// Requests one connection may have in flight on the server.

@@ -70,6 +70,7 @@ async fn many_requests_in_flight_with_bulk_data() {
         .call(
             Request::Meta {
                 fs: 1,
+                shard: 0,
                 req: MetaRequest::Counters,
                 cred: None,
             },

@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 10;
+const TABLE_WIRE_VERSION: u16 = 11;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -246,12 +246,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"file".to_vec(),
             }),
-            "010700010466696c6501e8076402041b",
+            "01070100010466696c6501e8076402041b",
         ),
         (
             "MetaRequest::GetAttr",
             meta(MetaRequest::GetAttr { ino: INO }),
-            "010701aa80808080804001e8076402041b",
+            "01070101aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::SetAttr",
@@ -267,7 +267,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 },
                 client: 0xC0FFEE,
             }),
-            "010702aa80808080804001a4030001640180200100010180c0f0f50b05eeff830601e8076402041b",
+            "01070102aa80808080804001a4030001640180200100010180c0f0f50b05eeff830601e8076402041b",
         ),
         (
             "MetaRequest::Create",
@@ -281,7 +281,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 uid: 1000,
                 gid: 1001,
             }),
-            "01070301046c696e6b0206746172676574ff03e807e90701e8076402041b",
+            "0107010301046c696e6b0206746172676574ff03e807e90701e8076402041b",
         ),
         (
             "MetaRequest::Unlink",
@@ -289,7 +289,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"old".to_vec(),
             }),
-            "01070401036f6c6401e8076402041b",
+            "0107010401036f6c6401e8076402041b",
         ),
         (
             "MetaRequest::Rmdir",
@@ -297,7 +297,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 parent: PARENT,
                 name: b"dir".to_vec(),
             }),
-            "010705010364697201e8076402041b",
+            "01070105010364697201e8076402041b",
         ),
         (
             "MetaRequest::Rename",
@@ -308,7 +308,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 new_name: b"b".to_vec(),
                 mode: RenameMode::NoReplace,
             }),
-            "010706010161aa80808080804001620101e8076402041b",
+            "01070106010161aa80808080804001620101e8076402041b",
         ),
         (
             "MetaRequest::Link",
@@ -317,7 +317,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 new_parent: PARENT,
                 new_name: b"hard".to_vec(),
             }),
-            "010707aa80808080804001046861726401e8076402041b",
+            "01070107aa80808080804001046861726401e8076402041b",
         ),
         (
             "MetaRequest::ReadDir",
@@ -326,12 +326,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 after: Some(b"m".to_vec()),
                 limit: 128,
             }),
-            "0107080101016d800101e8076402041b",
+            "010701080101016d800101e8076402041b",
         ),
         (
             "MetaRequest::ReadLink",
             meta(MetaRequest::ReadLink { ino: INO }),
-            "010709aa80808080804001e8076402041b",
+            "01070109aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::WriteInline",
@@ -339,17 +339,17 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 offset: 300,
             }),
-            "01070aaa808080808040ac0201e8076402041b",
+            "0107010aaa808080808040ac0201e8076402041b",
         ),
         (
             "MetaRequest::ReadInline",
             meta(MetaRequest::ReadInline { ino: INO }),
-            "01070baa80808080804001e8076402041b",
+            "0107010baa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Uninline",
             meta(MetaRequest::Uninline { ino: INO }),
-            "01070caa80808080804001e8076402041b",
+            "0107010caa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Written",
@@ -360,7 +360,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 allocated: -4096,
                 client: 0xC0FFEE,
             }),
-            "01070daa80808080804080804082c49fd50ce707ff3feeff830601e8076402041b",
+            "0107010daa80808080804080804082c49fd50ce707ff3feeff830601e8076402041b",
         ),
         (
             "MetaRequest::Opened",
@@ -368,7 +368,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01070eaa808080808040eeff830601e8076402041b",
+            "0107010eaa808080808040eeff830601e8076402041b",
         ),
         (
             "MetaRequest::Closed",
@@ -376,7 +376,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01070faa808080808040eeff830601e8076402041b",
+            "0107010faa808080808040eeff830601e8076402041b",
         ),
         (
             "MetaRequest::SetXattr",
@@ -386,7 +386,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 value: b"v1".to_vec(),
                 mode: XattrMode::Create,
             }),
-            "010710aa80808080804006757365722e6b0276310101e8076402041b",
+            "01070110aa80808080804006757365722e6b0276310101e8076402041b",
         ),
         (
             "MetaRequest::GetXattr",
@@ -394,12 +394,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 name: b"user.k".to_vec(),
             }),
-            "010711aa80808080804006757365722e6b01e8076402041b",
+            "01070111aa80808080804006757365722e6b01e8076402041b",
         ),
         (
             "MetaRequest::ListXattr",
             meta(MetaRequest::ListXattr { ino: INO }),
-            "010712aa80808080804001e8076402041b",
+            "01070112aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::RemoveXattr",
@@ -407,14 +407,14 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 name: b"user.k".to_vec(),
             }),
-            "010713aa80808080804006757365722e6b01e8076402041b",
+            "01070113aa80808080804006757365722e6b01e8076402041b",
         ),
-        ("MetaRequest::Counters", meta(MetaRequest::Counters), "01071401e8076402041b"),
-        ("MetaRequest::Orphans", meta(MetaRequest::Orphans), "01071501e8076402041b"),
+        ("MetaRequest::Counters", meta(MetaRequest::Counters), "0107011401e8076402041b"),
+        ("MetaRequest::Orphans", meta(MetaRequest::Orphans), "0107011501e8076402041b"),
         (
             "MetaRequest::Reclaim",
             meta(MetaRequest::Reclaim { ino: INO }),
-            "010716aa80808080804001e8076402041b",
+            "01070116aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::CreateMasked",
@@ -427,12 +427,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 uid: 0,
                 gid: 5,
             }),
-            "010717010374747905840ab60312000501e8076402041b",
+            "01070117010374747905840ab60312000501e8076402041b",
         ),
         (
             "MetaRequest::TouchAtime",
             meta(MetaRequest::TouchAtime { ino: INO }),
-            "010718aa80808080804001e8076402041b",
+            "01070118aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::GetLock",
@@ -440,7 +440,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 lock: byte_lock(LockKind::Read),
             }),
-            "010719aa808080808040eeff83064d92210064ffffffffffffffffff0101e8076402041b",
+            "01070119aa808080808040eeff83064d92210064ffffffffffffffffff0101e8076402041b",
         ),
         (
             "MetaRequest::SetLock",
@@ -448,7 +448,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 lock: byte_lock(LockKind::Write),
             }),
-            "01071aaa808080808040eeff83064d92210164ffffffffffffffffff0101e8076402041b",
+            "0107011aaa808080808040eeff83064d92210164ffffffffffffffffff0101e8076402041b",
         ),
         (
             "MetaRequest::ReleaseLocks",
@@ -457,12 +457,12 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 client: 0xC0FFEE,
                 owner: 77,
             }),
-            "01071baa808080808040eeff83064d01e8076402041b",
+            "0107011baa808080808040eeff83064d01e8076402041b",
         ),
         (
             "MetaRequest::Sync",
             meta(MetaRequest::Sync { ino: INO }),
-            "01071caa80808080804001e8076402041b",
+            "0107011caa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::Allocated",
@@ -470,7 +470,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 delta: -65_536,
             }),
-            "01071daa808080808040ffff0701e8076402041b",
+            "0107011daa808080808040ffff0701e8076402041b",
         ),
         (
             "MetaRequest::RenewLease",
@@ -478,7 +478,43 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 ino: INO,
                 client: 0xC0FFEE,
             }),
-            "01071eaa808080808040eeff830601e8076402041b",
+            "0107011eaa808080808040eeff830601e8076402041b",
+        ),
+        (
+            "MetaRequest::Shard",
+            meta(MetaRequest::Shard(crate::shard::ShardOp::Prepare(
+                crate::shard::Prepare {
+                    txid: 0x0001_0000_0000_0042,
+                    coordinator: 1,
+                    reads: vec![crate::shard::KvGot {
+                        space: crate::shard::Space::Inodes,
+                        key: INO.to_be_bytes().to_vec(),
+                        value: Some(vec![1, 2]),
+                    }],
+                    scans: vec![crate::shard::KvScanned {
+                        scan: crate::shard::KvScan {
+                            space: crate::shard::Space::Dirents,
+                            prefix: vec![0, 1],
+                            from: vec![0, 1],
+                            exclusive: false,
+                            limit: 2,
+                        },
+                        pairs: vec![(vec![0, 1, 97], vec![3])],
+                    }],
+                    changes: vec![
+                        crate::shard::KvChange::Delete {
+                            space: crate::shard::Space::Dirents,
+                            key: vec![0, 1, 97],
+                        },
+                        crate::shard::KvChange::Add {
+                            space: crate::shard::Space::Meta,
+                            key: b"inodes_used".to_vec(),
+                            delta: -1,
+                        },
+                    ],
+                },
+            ))),
+            "0107011f03c280808080804001010008000100000000002a0102010201010200010200010002010300016101030201010300016102040b696e6f6465735f757365640101e8076402041b",
         ),
         // Requests to the quorum role.
         (
@@ -780,6 +816,13 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "1303090807",
         ),
         (
+            "Response::Shard",
+            response(Response::Shard(crate::shard::ShardReply::Fate(
+                crate::shard::Fate::Committed,
+            ))),
+            "1c0600",
+        ),
+        (
             "Response::Joined",
             response(Response::Joined {
                 node: 2,
@@ -861,6 +904,7 @@ fn nsd(req: NsdRequest) -> Sample {
 fn meta(req: MetaRequest) -> Sample {
     Sample::Request(Request::Meta {
         fs: 7,
+        shard: 1,
         req,
         cred: Some(crate::types::Cred {
             uid: 1000,
@@ -1187,6 +1231,7 @@ fn meta_variant(r: &MetaRequest) -> &'static str {
         MetaRequest::Sync { .. } => "Sync",
         MetaRequest::Allocated { .. } => "Allocated",
         MetaRequest::RenewLease { .. } => "RenewLease",
+        MetaRequest::Shard(_) => "Shard",
     }
 }
 
@@ -1250,6 +1295,7 @@ fn response_variant(r: &Response) -> &'static str {
         Response::Lease { .. } => "Lease",
         Response::NotLeader { .. } => "NotLeader",
         Response::Raft(_) => "Raft",
+        Response::Shard(_) => "Shard",
         Response::Joined { .. } => "Joined",
         Response::Epoch(_) => "Epoch",
         Response::NodeStates(_) => "NodeStates",

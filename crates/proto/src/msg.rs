@@ -640,8 +640,6 @@ pub enum Response {
     },
     /// A Raft reply, encoded by the quorum role.
     Raft(Vec<u8>),
-    /// A shard's answer to another shard.
-    Shard(crate::shard::ShardReply),
     /// A node joined: its id, the configuration and the cluster secret sealed
     /// with the join key (`sealed[i] = secret[i] ^ pad[i]`, see `weft-net`).
     Joined {
@@ -668,6 +666,8 @@ pub enum Response {
         nsd: NsdId,
         error: RemoteError,
     },
+    /// A shard's answer to another shard.
+    Shard(crate::shard::ShardReply),
 }
 
 #[cfg(test)]
@@ -709,11 +709,13 @@ mod tests {
                 )),
             (any::<u64>(), arb_name()).prop_map(|(parent, name)| Request::Meta {
                 fs: 1,
+                shard: crate::types::ino_shard(parent),
                 req: MetaRequest::Lookup { parent, name },
                 cred: None,
             }),
             (arb_name(), arb_name(), any::<u32>()).prop_map(|(name, target, mode)| Request::Meta {
                 fs: 1,
+                shard: 0,
                 req: MetaRequest::Create {
                     parent: ROOT_INO,
                     name,
@@ -732,6 +734,7 @@ mod tests {
             (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
                 |(ino, start, end, pid)| Request::Meta {
                     fs: 1,
+                    shard: crate::types::ino_shard(ino),
                     req: MetaRequest::SetLock {
                         ino,
                         lock: crate::types::ByteLock {

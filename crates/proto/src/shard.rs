@@ -12,9 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::types::ShardId;
 
 /// The key spaces of a shard's ordered key/value records.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Space {
     Inodes,
     Dirents,
@@ -81,9 +79,9 @@ impl KvChange {
 
     pub fn key(&self) -> &[u8] {
         match self {
-            KvChange::Set { key, .. } | KvChange::Delete { key, .. } | KvChange::Add { key, .. } => {
-                key
-            }
+            KvChange::Set { key, .. }
+            | KvChange::Delete { key, .. }
+            | KvChange::Add { key, .. } => key,
         }
     }
 }

@@ -144,6 +144,8 @@ pub fn fs_capacity(path: &Path) -> Result<(u64, u64)> {
 pub struct NewCluster {
     pub disks: u32,
     pub block_size: u32,
+    /// Metadata shards of the file system (all on this node).
+    pub meta_shards: u16,
     pub nsd_type: NsdType,
 }
 
@@ -269,7 +271,9 @@ pub fn plan_cluster(
         format_version: FORMAT_VERSION,
         max_inodes: (total / BYTES_PER_INODE).max(MIN_INODES),
         data_in_inode: true,
-        shards: vec![ShardInfo { id: 0, node: 1 }],
+        shards: (0..opts.meta_shards.max(1))
+            .map(|id| ShardInfo { id, node: 1 })
+            .collect(),
         chain_tables: vec![table],
         spares: Vec::new(),
     };

@@ -10,7 +10,7 @@ use weft_meta::MetaServer;
 use weft_net::Handler;
 use weft_nsd::NsdServer;
 use weft_proto::msg::{NodeRequest, NsdRequest};
-use weft_proto::types::FsId;
+use weft_proto::types::{FsId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
 
 use crate::chain::Forwarder;
@@ -34,7 +34,7 @@ pub trait NodeControl: Send + Sync {
 
 pub struct Node {
     pub quorum: QuorumRole,
-    pub meta: RwLock<HashMap<FsId, Arc<MetaServer>>>,
+    pub meta: RwLock<HashMap<(FsId, ShardId), Arc<MetaServer>>>,
     pub nsd: RwLock<Option<Arc<NsdServer>>>,
     pub control: RwLock<Option<Arc<dyn NodeControl>>>,
     /// Sends chain writes on to the next member, with the runtime that
@@ -86,10 +86,10 @@ impl Node {
         }
     }
 
-    pub fn meta_server(&self, fs: FsId) -> Option<Arc<MetaServer>> {
+    pub fn meta_server(&self, fs: FsId, shard: ShardId) -> Option<Arc<MetaServer>> {
         match self.meta.read() {
-            Ok(m) => m.get(&fs).cloned(),
-            Err(p) => p.into_inner().get(&fs).cloned(),
+            Ok(m) => m.get(&(fs, shard)).cloned(),
+            Err(p) => p.into_inner().get(&(fs, shard)).cloned(),
         }
     }
 
@@ -109,12 +109,16 @@ impl Node {
         }
     }
 
-    pub fn add_meta(&self, fs: FsId, server: MetaServer) {
+    /// Serves `server` (shard `server.spec().shard` of file system `fs`).
+    pub fn add_meta(&self, fs: FsId, server: MetaServer) -> Arc<MetaServer> {
         let mut m = match self.meta.write() {
             Ok(m) => m,
             Err(p) => p.into_inner(),
         };
-        m.insert(fs, Arc::new(server));
+        let shard = server.spec().shard;
+        let server = Arc::new(server);
+        m.insert((fs, shard), server.clone());
+        server
     }
 
     pub fn nsd_server(&self) -> Option<Arc<NsdServer>> {
@@ -202,9 +206,22 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
 impl Handler for Node {
     fn handle_from(&self, from: u64, req: Request, data: Bytes) -> (Response, Bytes) {
         match req {
-            Request::Meta { fs, req, cred } => {
+            Request::Meta {
+                fs,
+                shard,
+                req,
+                cred,
+            } => {
                 let req = as_client(req, from);
-                self.handle(Request::Meta { fs, req, cred }, data)
+                self.handle(
+                    Request::Meta {
+                        fs,
+                        shard,
+                        req,
+                        cred,
+                    },
+                    data,
+                )
             }
             other => self.handle(other, data),
         }
@@ -219,9 +236,14 @@ impl Handler for Node {
                 (Some(s), _) => s.handle(r, data),
                 (None, _) => no_service("nsd"),
             },
-            Request::Meta { fs, req, cred } => match self.meta_server(fs) {
+            Request::Meta {
+                fs,
+                shard,
+                req,
+                cred,
+            } => match self.meta_server(fs, shard) {
                 Some(s) => s.handle_as(req, data, cred.as_ref()),
-                None => no_service(&format!("meta (file system {fs})")),
+                None => no_service(&format!("meta (shard {shard} of file system {fs})")),
             },
             Request::Quorum(r) => self.quorum(r, data),
             Request::Node(r) => {
@@ -237,18 +259,21 @@ impl Handler for Node {
         }
     }
 
-    /// With group commit, metadata requests are memory-speed transactions
-    /// (the flusher thread makes them durable), except `Sync`, which waits
-    /// for the disk. Small buffered chunk writes that this node applies
+    /// With group commit and one shard, metadata requests are memory-speed
+    /// transactions (the flusher thread makes them durable), except `Sync`,
+    /// which waits for the disk. Small buffered chunk writes that this node applies
     /// alone, and removals of one chunk, go to the page cache and the
     /// store's index: two thread hand-offs cost more (a 3,901-byte file's
     /// write and the clearing before it).
     fn is_quick(&self, req: &Request, data_len: usize) -> bool {
         match req {
-            Request::Meta { fs, req, .. } => {
-                self.meta_server(*fs).is_some_and(|m| !m.spec().durable)
+            Request::Meta { fs, shard, req, .. } => {
+                self.meta_server(*fs, *shard)
+                    .is_some_and(|m| !m.spec().durable && m.spec().shards == 1)
                     // Both may wait for a data barrier, which needs the
-                    // runtime's threads to reach the NSDs.
+                    // runtime's threads to reach the NSDs. With several
+                    // shards any operation may become a cross-shard
+                    // transaction, which waits for other shards.
                     && !matches!(req, MetaRequest::Sync { .. } | MetaRequest::Written { .. })
             }
             Request::Nsd(NsdRequest::Write {
@@ -260,5 +285,44 @@ impl Handler for Node {
             Request::Nsd(NsdRequest::Truncate { len: 0, .. }) => true,
             _ => false,
         }
+    }
+
+    /// With several shards, the usual metadata requests run on the caller's
+    /// thread when they need this shard's records alone (nothing held), and
+    /// go to the blocking pool when they turn out cross-shard.
+    fn try_quick(&self, from: u64, req: &Request, data: &Bytes) -> Option<(Response, Bytes)> {
+        let Request::Meta {
+            fs,
+            shard,
+            req,
+            cred,
+        } = req
+        else {
+            return None;
+        };
+        let m = self.meta_server(*fs, *shard)?;
+        // Each of these changes nothing before its first transaction.
+        let fits = !m.spec().durable
+            && matches!(
+                req,
+                MetaRequest::Lookup { .. }
+                    | MetaRequest::GetAttr { .. }
+                    | MetaRequest::ReadDir { .. }
+                    | MetaRequest::ReadLink { .. }
+                    | MetaRequest::GetXattr { .. }
+                    | MetaRequest::ListXattr { .. }
+                    | MetaRequest::Create { .. }
+                    | MetaRequest::CreateMasked { .. }
+                    | MetaRequest::Unlink { .. }
+                    | MetaRequest::Opened { .. }
+                    | MetaRequest::SetAttr { .. }
+                    | MetaRequest::TouchAtime { .. }
+                    | MetaRequest::ReadInline { .. }
+                    | MetaRequest::WriteInline { .. }
+            );
+        if !fits {
+            return None;
+        }
+        m.try_handle_local(as_client(req.clone(), from), data.clone(), cred.as_ref())
     }
 }

@@ -99,6 +99,7 @@ fn locks_belong_to_the_client_the_connection_authenticated() {
             peer.call(
                 Request::Meta {
                     fs: 1,
+                    shard: 0,
                     req,
                     cred: None,
                 },

@@ -73,7 +73,10 @@ pub(crate) fn create(
         _ => ino_shard(parent),
     };
     let used = s.counter_of(shard, key::INODES_USED)?;
-    let limit = ctx.spec.max_inodes.div_ceil(u64::from(ctx.spec.shards.max(1)));
+    let limit = ctx
+        .spec
+        .max_inodes
+        .div_ceil(u64::from(ctx.spec.shards.max(1)));
     if limit > 0 && used >= limit {
         return Err(refuse(
             ErrorKind::NoSpace,

@@ -14,7 +14,11 @@ use crate::testutil::Shards;
 /// other-shard one exist; returns (inos, shards used).
 fn spread(sh: &Shards, n: usize) -> Vec<u64> {
     (0..n)
-        .map(|i| sh.make(ROOT_INO, &format!("d{i}"), NewNode::Dir).unwrap().ino)
+        .map(|i| {
+            sh.make(ROOT_INO, &format!("d{i}"), NewNode::Dir)
+                .unwrap()
+                .ino
+        })
         .collect()
 }
 
@@ -23,10 +27,18 @@ fn directories_spread_over_the_shards_and_files_follow_their_directory() {
     let sh = Shards::new(4);
     let dirs = spread(&sh, 40);
     let shards: BTreeSet<u16> = dirs.iter().map(|d| ino_shard(*d)).collect();
-    assert_eq!(shards.len(), 4, "40 directories use every shard: {shards:?}");
+    assert_eq!(
+        shards.len(),
+        4,
+        "40 directories use every shard: {shards:?}"
+    );
     for (i, d) in dirs.iter().enumerate() {
         let f = sh.make(*d, "f", NewNode::File).unwrap();
-        assert_eq!(ino_shard(f.ino), ino_shard(*d), "a file lives with its directory");
+        assert_eq!(
+            ino_shard(f.ino),
+            ino_shard(*d),
+            "a file lives with its directory"
+        );
         assert_eq!(sh.lookup(*d, "f").unwrap().ino, f.ino);
         // Looked up from the root's shard, the directory's attributes come
         // from its own shard.
@@ -95,7 +107,11 @@ fn renames_links_and_removals_across_shards_keep_every_count() {
         .unwrap();
     assert_eq!(linked.nlink, 2);
     assert_eq!(sh.getattr(h.ino).unwrap().nlink, 2);
-    assert_eq!(sh.inodes_used(), 1 + 12 + 1 + 1, "root, dirs, f (orphan), h");
+    assert_eq!(
+        sh.inodes_used(),
+        1 + 12 + 1 + 1,
+        "root, dirs, f (orphan), h"
+    );
 }
 
 /// Two directories on different shards.
@@ -153,7 +169,11 @@ fn an_intent_whose_coordinator_never_decided_is_aborted_and_frees_its_keys() {
     std::thread::sleep(crate::twopc::STALE);
     assert_eq!(sh.srv[1].resolve_stale(), 1);
     assert_eq!(sh.srv[1].intents_held(), 0);
-    assert_eq!(sh.lookup(d, "ghost"), Err(ErrorKind::NotFound), "never applied");
+    assert_eq!(
+        sh.lookup(d, "ghost"),
+        Err(ErrorKind::NotFound),
+        "never applied"
+    );
     sh.make(d, "after", NewNode::File).unwrap();
 }
 

@@ -81,8 +81,26 @@ pub struct FsCreateArgs {
     /// Default: 12 per data disk of the pool.
     #[arg(long)]
     pub chains: Option<usize>,
+    /// Metadata shards (1..=4096, fixed for life), spread over the nodes
+    /// that run the meta role: directories are placed on shards by hash, so
+    /// metadata work spreads over them. Default: one per meta node.
+    #[arg(long)]
+    pub meta_shards: Option<u16>,
     #[command(flatten)]
     pub target: Target,
+}
+
+/// Most metadata shards a file system can have.
+pub const MAX_META_SHARDS: u16 = 4096;
+
+/// Shards `0..count` placed round-robin over `nodes`.
+pub fn place_shards(count: u16, nodes: &[u32]) -> Vec<ShardInfo> {
+    (0..count)
+        .map(|id| ShardInfo {
+            id,
+            node: nodes[usize::from(id) % nodes.len()],
+        })
+        .collect()
 }
 
 #[derive(clap::Args)]
@@ -272,6 +290,11 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             bail!("{flag} {v} with maximum {max}: replicas are 1 to 3 and the default at most the maximum");
         }
     }
+    if let Some(n) = args.meta_shards {
+        if n == 0 || n > MAX_META_SHARDS {
+            bail!("--meta-shards {n} is out of range: give 1 to {MAX_META_SHARDS}");
+        }
+    }
     if args.meta_replicas > 1 {
         bail!(
             "-m {}: metadata replicas above 1 come with Raft-replicated shards; use -m 1 for now",
@@ -320,13 +343,32 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
         }
         // The system pool first: new files go to the first table.
         tables.sort_by_key(|t| t.pool != "system");
-        let meta_node = members
+        // Shards go to the meta nodes of the file system's metadata NSDs,
+        // else to every meta node.
+        let mut meta_nodes: Vec<&weft_proto::config::NodeInfo> = members
             .iter()
             .filter(|n| n.usage.holds_metadata())
             .filter_map(|n| cfg.node(n.node))
-            .find(|n| n.roles.meta)
-            .or_else(|| cfg.nodes.iter().find(|n| n.roles.meta))
-            .context("no node runs the meta role: join one with --roles meta")?;
+            .filter(|n| n.roles.meta)
+            .collect();
+        if meta_nodes.is_empty() {
+            meta_nodes = cfg.nodes.iter().filter(|n| n.roles.meta).collect();
+        }
+        meta_nodes.sort_by_key(|n| n.id);
+        meta_nodes.dedup_by_key(|n| n.id);
+        if meta_nodes.is_empty() {
+            bail!("no node runs the meta role: join one with --roles meta");
+        }
+        let shard_count = args
+            .meta_shards
+            .unwrap_or(u16::try_from(meta_nodes.len()).unwrap_or(MAX_META_SHARDS));
+        let ids: Vec<u32> = meta_nodes.iter().map(|n| n.id).collect();
+        let shards = place_shards(shard_count, &ids);
+        let placed_on = meta_nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
         let total: u64 = members.iter().map(|n| n.size).sum();
         let bs = bs as u32;
         let fs = FsInfo {
@@ -344,10 +386,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             format_version: FORMAT_VERSION,
             max_inodes: (total / (64 << 10)).max(1 << 20),
             data_in_inode: true,
-            shards: vec![ShardInfo {
-                id: 0,
-                node: meta_node.id,
-            }],
+            shards,
             chain_tables: tables,
             spares: Vec::new(),
         };
@@ -358,11 +397,12 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
         )
         .await?;
         println!(
-            "weft: created file system {} (block size {}, {} NSDs, metadata on {})",
+            "weft: created file system {} (block size {}, {} NSDs, {} metadata shard(s) on {})",
             args.name,
             crate::size::show_size(u64::from(if bs == 0 { DEFAULT_BLOCK } else { bs })),
             members.len(),
-            meta_node.name
+            shard_count,
+            placed_on
         );
         Ok(())
     })

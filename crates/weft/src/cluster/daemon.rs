@@ -102,7 +102,7 @@ pub enum FirstStart {
 /// Meta shard and NSD placement this node has opened.
 #[derive(Default)]
 struct Served {
-    meta: BTreeSet<u32>,
+    meta: BTreeSet<(u32, u16)>,
     nsds: BTreeSet<u32>,
 }
 
@@ -252,6 +252,16 @@ pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo
 /// Makes the data barrier of a file system's metadata shard.
 type BarrierFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarrier> + Send + Sync;
 
+/// Makes how a file system's metadata shard reaches its other shards.
+type PeersFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::ShardPeers> + Send + Sync;
+
+/// What a shard served here needs besides its database.
+struct ShardWiring<'a> {
+    lock_lease_ms: u64,
+    barrier: &'a BarrierFor,
+    peers: &'a PeersFor,
+}
+
 /// Opens the meta shards and NSDs the configuration places on this node.
 fn reconcile(
     node: &Node,
@@ -259,28 +269,32 @@ fn reconcile(
     dir: &DataDir,
     me: u32,
     cfg: &ClusterConfig,
-    lock_lease_ms: u64,
-    barrier: &BarrierFor,
+    wiring: &ShardWiring<'_>,
 ) {
     for fs in &cfg.filesystems {
-        if served.meta.contains(&fs.id) || !fs.shards.iter().any(|s| s.node == me) {
-            continue;
-        }
-        let Some(spec) = MetaSpec::group_commit(fs, lock_lease_ms) else {
-            continue;
-        };
-        if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
-            warn!(error = %e, "cannot create the meta directory");
-            continue;
-        }
-        match MetaServer::open(&dir.meta(&fs.name, 0), spec) {
-            Ok(m) => {
-                m.set_data_barrier(barrier(fs.id));
-                node.add_meta(fs.id, m);
-                served.meta.insert(fs.id);
-                info!(fs = %fs.name, "serving metadata shard 0");
+        for shard in fs.shards.iter().filter(|s| s.node == me) {
+            if served.meta.contains(&(fs.id, shard.id)) {
+                continue;
             }
-            Err(e) => warn!(fs = %fs.name, error = %e, "cannot open the metadata shard"),
+            let Some(spec) = MetaSpec::group_commit(fs, shard.id, wiring.lock_lease_ms) else {
+                continue;
+            };
+            if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
+                warn!(error = %e, "cannot create the meta directory");
+                continue;
+            }
+            match MetaServer::open(&dir.meta(&fs.name, shard.id), spec) {
+                Ok(m) => {
+                    m.set_data_barrier((wiring.barrier)(fs.id));
+                    m.set_peers((wiring.peers)(fs.id));
+                    node.add_meta(fs.id, m);
+                    served.meta.insert((fs.id, shard.id));
+                    info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
+                }
+                Err(e) => {
+                    warn!(fs = %fs.name, shard = shard.id, error = %e, "cannot open the metadata shard")
+                }
+            }
         }
     }
     let used = weft_quorum::change::used_nsds(cfg);
@@ -464,6 +478,21 @@ async fn serve_node(
             )) as Arc<dyn weft_meta::DataBarrier>
         })
     };
+    let peers: Arc<PeersFor> = {
+        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-shards"), 2));
+        pool.set_local(&cfg.listen, handler.clone());
+        let mounts = mounts.clone();
+        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
+        let rt = rt.clone();
+        Arc::new(move |fs| {
+            Arc::new(crate::shard_peers::NodePeers::new(
+                fs,
+                pool.clone(),
+                config.clone(),
+                rt.clone(),
+            )) as Arc<dyn weft_meta::ShardPeers>
+        })
+    };
     // Chain writes go on from here to the next member.
     {
         let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-chain"), 4));
@@ -493,9 +522,29 @@ async fn serve_node(
         dir,
         cfg.node_id,
         &config,
-        cfg.failure_detection_time * 1000,
-        barrier.as_ref(),
+        &ShardWiring {
+            lock_lease_ms: cfg.failure_detection_time * 1000,
+            barrier: barrier.as_ref(),
+            peers: peers.as_ref(),
+        },
     );
+    // Cross-shard transactions left half done by a crash or a lost message
+    // are settled in the background (see `weft_meta::twopc`).
+    let settle = {
+        let node = node.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let node = node.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for m in node.meta_servers() {
+                        m.resolve_stale();
+                    }
+                })
+                .await;
+            }
+        })
+    };
     println!(
         "weft: node {} ({}) of cluster {} listening on {} (roles: {})",
         cfg.node_name,
@@ -572,8 +621,11 @@ async fn serve_node(
                     &dir,
                     cfg.node_id,
                     &c,
-                    cfg.failure_detection_time * 1000,
-                    barrier.as_ref(),
+                    &ShardWiring {
+                        lock_lease_ms: cfg.failure_detection_time * 1000,
+                        barrier: barrier.as_ref(),
+                        peers: peers.as_ref(),
+                    },
                 );
                 // After the servers know the new chain-table versions, so
                 // they refuse reads routed by the older table first.
@@ -585,6 +637,7 @@ async fn serve_node(
     super::wait_for_signal().await?;
     println!("weft: stopping");
     follow.abort();
+    settle.abort();
     let m = mounts.clone();
     let _ = tokio::task::spawn_blocking(move || m.unmount_all()).await;
     // The last metadata changes become durable (after their data).

@@ -488,7 +488,7 @@ fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
     let spec = MetaSpec {
         durable: false,
         sync_interval_ms: 0,
-        ..MetaSpec::group_commit(fs, 0).unwrap_or_else(|| panic!("fs1 has a chain table"))
+        ..MetaSpec::group_commit(fs, 0, 0).unwrap_or_else(|| panic!("fs1 has a chain table"))
     };
     let server = MetaServer::open(&dir.join("meta.redb"), spec)
         .unwrap_or_else(|e| panic!("open the metadata shard: {e}"));

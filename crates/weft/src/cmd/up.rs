@@ -54,6 +54,11 @@ pub struct UpArgs {
     /// Block size of a new file system: a power of two from 64K to 16M.
     #[arg(short = 'B', long = "block-size")]
     block_size: Option<String>,
+    /// Metadata shards of a new file system (1..=4096): directories spread
+    /// over them and each commits on its own, so metadata work grows with
+    /// cores. Default 1 (one per node with --nodes).
+    #[arg(long)]
+    meta_shards: Option<u16>,
     /// Address the node listens on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: String,
@@ -90,6 +95,7 @@ struct Checked {
     lock_lease_ms: u64,
     disks: Option<u32>,
     block_size: Option<u32>,
+    meta_shards: Option<u16>,
     mount: Option<PathBuf>,
     over_tcp: bool,
     http: Option<std::net::SocketAddr>,
@@ -125,6 +131,12 @@ fn check(args: &UpArgs) -> Result<Checked> {
             );
         }
     }
+    if let Some(n) = args.meta_shards {
+        let max = crate::cluster::admin::MAX_META_SHARDS;
+        if n == 0 || n > max {
+            bail!("--meta-shards {n} is out of range: give 1 to {max}");
+        }
+    }
     let pagepool = parse_size(&args.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
     if pagepool < 16 << 20 {
         bail!(
@@ -153,6 +165,7 @@ fn check(args: &UpArgs) -> Result<Checked> {
         lock_lease_ms: fdt * 1000,
         disks: args.disks,
         block_size,
+        meta_shards: args.meta_shards,
         mount,
         over_tcp: args.mount_over_tcp,
         http: crate::http::parse(&args.http)?,
@@ -303,6 +316,7 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
         nodes,
         mount: checked.mount,
         block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
+        meta_shards: checked.meta_shards,
         pagepool: checked.pagepool,
         failure_detection_time: checked.lock_lease_ms / 1000,
         port,
@@ -328,6 +342,7 @@ pub fn run(args: UpArgs) -> Result<()> {
             let new = NewCluster {
                 disks,
                 block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
+                meta_shards: checked.meta_shards.unwrap_or(1),
                 nsd_type,
             };
             create(&dir, &new, args.force)?;
@@ -420,9 +435,24 @@ pub fn run(args: UpArgs) -> Result<()> {
         config.nsds.iter().map(|n| nsd_spec(&config, n)).collect(),
         &config.cluster_id,
     )?;
-    let spec = MetaSpec::group_commit(&fs, checked.lock_lease_ms)
-        .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
-    let meta = MetaServer::open(&dir.meta(&fs.name, 0), spec)?;
+    if !created {
+        if let Some(n) = checked.meta_shards {
+            if usize::from(n) != fs.shards.len() {
+                bail!(
+                    "--meta-shards {n} applies when a file system is created; {DEFAULT_FS} in {} has {} shard(s): \
+                     drop --meta-shards or use a new --data directory",
+                    dir.root.display(),
+                    fs.shards.len()
+                );
+            }
+        }
+    }
+    let mut metas = Vec::new();
+    for shard in &fs.shards {
+        let spec = MetaSpec::group_commit(&fs, shard.id, checked.lock_lease_ms)
+            .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
+        metas.push(MetaServer::open(&dir.meta(&fs.name, shard.id), spec)?);
+    }
     report_recovery(&config, &nsd);
     nsd.set_chain_states(chain_states(&config, 1));
     let raft_view = raft.clone();
@@ -435,7 +465,10 @@ pub fn run(args: UpArgs) -> Result<()> {
         rt.handle().clone(),
     );
     let local = Arc::new(Node::new(QuorumRole::Raft(Arc::new(manager))));
-    local.add_meta(fs.id, meta);
+    let metas: Vec<Arc<MetaServer>> = metas
+        .into_iter()
+        .map(|m| local.add_meta(fs.id, m))
+        .collect();
     local.set_nsd(nsd);
     let node: Arc<dyn Handler> = local.clone();
     {
@@ -448,18 +481,49 @@ pub fn run(args: UpArgs) -> Result<()> {
             rt.handle().clone(),
         );
     }
-    if let Some(meta) = local.meta_server(fs.id) {
+    {
         // Sizes become durable after their data: the NSDs are this process's.
         let pool = Arc::new(Pool::new(secret.clone(), "weft-up-barrier", 1));
         pool.set_local(&addr, node.clone());
-        meta.set_data_barrier(Arc::new(NsdBarrier::new(
+        let barrier = Arc::new(NsdBarrier::new(
             fs.id,
             pool,
             Arc::new(move || raft_view.get()),
             rt.handle().clone(),
-        )));
+        ));
+        // The shards reach each other in this process.
+        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-shards", 1));
+        pool.set_local(&addr, node.clone());
+        let raft_shards = raft_disks.clone();
+        let peers = Arc::new(crate::shard_peers::NodePeers::new(
+            fs.id,
+            pool,
+            Arc::new(move || raft_shards.get()),
+            rt.handle().clone(),
+        ));
+        for meta in &metas {
+            meta.set_data_barrier(barrier.clone());
+            meta.set_peers(peers.clone());
+        }
     }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
+    // Cross-shard transactions a crash left half done are settled in the
+    // background (see `weft_meta::twopc`).
+    let settle = {
+        let local = local.clone();
+        rt.spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let local = local.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for m in local.meta_servers() {
+                        m.resolve_stale();
+                    }
+                })
+                .await;
+            }
+        })
+    };
     // Disk states (`weft disk stop|start`): the NSD server follows them and
     // a started disk is resynced from its chain peers; copies moved or added
     // (`weft restripe`, `weft fs set -r`) are filled, and dropped ones removed.
@@ -526,6 +590,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     disks.abort();
     local.close_meta();
     server.abort();
+    settle.abort();
     let _ = std::fs::remove_file(dir.addr_file());
     let _ = std::fs::remove_file(dir.http_file());
     rt.shutdown_timeout(std::time::Duration::from_secs(2));

@@ -30,6 +30,8 @@ pub struct NodesPlan {
     pub nodes: u32,
     pub mount: Option<PathBuf>,
     pub block_size: u32,
+    /// Metadata shards of the new file system (default: one per node).
+    pub meta_shards: Option<u16>,
     pub pagepool: u64,
     pub failure_detection_time: u64,
     pub port: u16,
@@ -256,6 +258,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
             data_replicas: 1,
             max_data_replicas: 2,
             chains: None,
+            meta_shards: plan.meta_shards,
             target: target.clone(),
         })?;
     }

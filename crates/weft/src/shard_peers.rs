@@ -1,0 +1,98 @@
+//! How a metadata shard reaches the other shards of its file system (see
+//! `weft_meta::ShardPeers`): it finds the node serving the shard in the
+//! newest configuration the node has and sends the request there as a
+//! node (no client credentials). Shards this node serves itself are reached
+//! without a socket (the pool's local handler).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use std::sync::Arc;
+use weft_meta::ShardPeers;
+use weft_net::Pool;
+use weft_proto::shard::{ShardOp, ShardReply};
+use weft_proto::types::{FsId, ShardId};
+use weft_proto::{ErrorKind, MetaRequest, RemoteError, Request, Response};
+
+use crate::barrier::ConfigSource;
+
+/// How long one shard-to-shard request may take; a dead node costs this
+/// once per request, and the operation that needed it fails retryably.
+const SHARD_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct NodePeers {
+    fs: FsId,
+    pool: Arc<Pool>,
+    config: ConfigSource,
+    rt: tokio::runtime::Handle,
+}
+
+impl NodePeers {
+    pub fn new(
+        fs: FsId,
+        pool: Arc<Pool>,
+        config: ConfigSource,
+        rt: tokio::runtime::Handle,
+    ) -> Self {
+        NodePeers {
+            fs,
+            pool,
+            config,
+            rt,
+        }
+    }
+
+    fn addr_of(&self, shard: ShardId) -> Result<String, RemoteError> {
+        let missing = |what: String| RemoteError::new(ErrorKind::NoService, what);
+        let cfg = (self.config)().ok_or_else(|| missing("no configuration yet".into()))?;
+        let fs = cfg
+            .filesystems
+            .iter()
+            .find(|f| f.id == self.fs)
+            .ok_or_else(|| missing(format!("file system {} is gone", self.fs)))?;
+        let s = fs
+            .shards
+            .iter()
+            .find(|s| s.id == shard)
+            .ok_or_else(|| missing(format!("file system {} has no shard {shard}", fs.name)))?;
+        let node = cfg.node(s.node).ok_or_else(|| {
+            missing(format!(
+                "node {} of shard {shard} is not in the configuration",
+                s.node
+            ))
+        })?;
+        Ok(node.addr.clone())
+    }
+}
+
+impl ShardPeers for NodePeers {
+    fn call(&self, shard: ShardId, op: ShardOp) -> Result<ShardReply, RemoteError> {
+        let addr = self.addr_of(shard)?;
+        let peer = self.pool.peer(&addr);
+        let req = Request::Meta {
+            fs: self.fs,
+            shard,
+            req: MetaRequest::Shard(op),
+            cred: None,
+        };
+        let answer = self.rt.block_on(async {
+            tokio::time::timeout(SHARD_CALL_TIMEOUT, peer.call(req, Bytes::new())).await
+        });
+        match answer {
+            Ok(Ok((Response::Shard(r), _))) => Ok(r),
+            Ok(Ok((Response::Error(e), _))) => Err(e),
+            Ok(Ok((other, _))) => Err(RemoteError::new(
+                ErrorKind::Io,
+                format!("shard {shard} at {addr} answered {other:?}"),
+            )),
+            Ok(Err(e)) => Err(RemoteError::new(
+                ErrorKind::NoService,
+                format!("shard {shard} at {addr}: {e}"),
+            )),
+            Err(_) => Err(RemoteError::new(
+                ErrorKind::NoService,
+                format!("shard {shard} at {addr} did not answer within {SHARD_CALL_TIMEOUT:?}"),
+            )),
+        }
+    }
+}
