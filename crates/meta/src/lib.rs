@@ -91,6 +91,7 @@ macro_rules! test_store {
 mod acl;
 mod error;
 mod fail;
+pub mod fsck;
 mod held;
 mod inode;
 mod kv;

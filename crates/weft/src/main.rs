@@ -34,6 +34,14 @@ enum Command {
         #[command(subcommand)]
         cmd: FsCommand,
     },
+    /// Metadata shard commands.
+    Meta {
+        #[command(subcommand)]
+        cmd: MetaCommand,
+    },
+    /// Check a file system's metadata over every shard: entries, inodes,
+    /// link counts, orphans; reports what is wrong (like mmfsck).
+    Fsck(cmd::meta::FsckArgs),
     /// Disk usage of a file system per NSD (like mmdf).
     Df(cmd::df::DfArgs),
     /// Disk (NSD) commands.
@@ -69,6 +77,13 @@ enum Command {
         #[command(subcommand)]
         cmd: NodeCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum MetaCommand {
+    /// Per shard: replicas, the node serving it (name and address), whether
+    /// it answers, and what it holds.
+    List(cmd::meta::MetaListArgs),
 }
 
 #[derive(Subcommand)]
@@ -170,6 +185,10 @@ fn main() -> ExitCode {
         Command::Mount(a) => cluster::admin::mount(a),
         Command::Umount(a) => cluster::admin::umount(a),
         Command::Df(a) => cmd::df::run(a),
+        Command::Meta { cmd } => match cmd {
+            MetaCommand::List(a) => cmd::meta::list(a),
+        },
+        Command::Fsck(a) => cmd::meta::fsck(a),
         Command::Disk { cmd } => match cmd {
             DiskCommand::List(a) => cmd::disk::run(a),
             DiskCommand::Stop(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Stop),

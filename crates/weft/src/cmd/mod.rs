@@ -4,6 +4,7 @@ pub mod df;
 pub mod disk;
 pub mod fs_show;
 pub mod health;
+pub mod meta;
 pub mod nsd_check;
 pub mod perf;
 mod perf_hard;

@@ -188,6 +188,16 @@ impl WeftUp {
             nsd_type::new_cluster_args(&root, disks)
         };
         extra.extend(type_args);
+        // The suite's shard pass (`WEFT_TEST_META_SHARDS`, see `.ci/run`): a
+        // new one-process cluster spreads its directories over N shards.
+        if let Some(n) = std::env::var_os("WEFT_TEST_META_SHARDS") {
+            if !data.join("cluster.json").exists()
+                && !extra.iter().any(|a| a == "--nodes" || a == "--meta-shards")
+            {
+                extra.push("--meta-shards".into());
+                extra.push(n.to_string_lossy().into_owned());
+            }
+        }
         let mut w = WeftUp {
             _loops: loops,
             name: name.to_string(),

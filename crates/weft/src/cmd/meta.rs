@@ -1,0 +1,178 @@
+//! `weft meta list FS` (the metadata shards: where each is served, whether
+//! it answers, what it holds) and `weft fsck FS` (the metadata checks of
+//! `weft_meta::fsck` over every shard's records, read with shard-to-shard
+//! scans; reports, changes nothing).
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use weft_client::Cluster;
+use weft_meta::fsck::{self, ShardRecords};
+use weft_proto::config::FsInfo;
+use weft_proto::shard::{KvScan, ShardOp, ShardReply, Space};
+use weft_proto::types::ShardId;
+use weft_proto::{ErrorKind, MetaRequest, Request, Response};
+
+use crate::admin;
+use crate::Target;
+
+#[derive(clap::Args)]
+pub struct MetaListArgs {
+    /// File system name.
+    name: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(clap::Args)]
+pub struct FsckArgs {
+    /// File system name.
+    name: String,
+    /// Repair what can be repaired (not available yet: refused).
+    #[arg(long)]
+    repair: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// Records read per scan request.
+const PAGE: u32 = 4096;
+
+async fn call(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    req: MetaRequest,
+) -> Result<Response> {
+    let peer = cluster.shard_peer(fs, shard)?;
+    let (resp, _) = peer
+        .call(
+            Request::Meta {
+                fs: fs.id,
+                shard,
+                req,
+                cred: None,
+            },
+            Bytes::new(),
+        )
+        .await
+        .with_context(|| format!("shard {shard} at {}", peer.addr()))?;
+    Ok(resp)
+}
+
+pub fn list(args: MetaListArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let (cluster, client) = admin::client(&args.target, &args.name).await?;
+        let cfg = cluster.config();
+        let fs = client.fs_info().clone();
+        println!(
+            "{:<6} {:<9} {:<16} {:<22} {:<11} {:>12} {:>14}",
+            "shard", "replicas", "leader", "address", "state", "inodes", "inline bytes"
+        );
+        for s in &fs.shards {
+            let (name, addr) = match cfg.node(s.node) {
+                Some(n) => (n.name.clone(), n.addr.clone()),
+                None => (format!("node {}", s.node), "-".into()),
+            };
+            let (state, inodes, inline) =
+                match call(&cluster, &fs, s.id, MetaRequest::Counters).await {
+                    Ok(Response::Counters(c)) => (
+                        "serving".to_string(),
+                        c.inodes_used.to_string(),
+                        c.inline_bytes.to_string(),
+                    ),
+                    Ok(Response::Error(e)) if e.kind == ErrorKind::NoService => {
+                        ("not open".into(), "-".into(), "-".into())
+                    }
+                    Ok(other) => (format!("odd answer {other:?}"), "-".into(), "-".into()),
+                    Err(_) => ("unreachable".into(), "-".into(), "-".into()),
+                };
+            println!(
+                "{:<6} {:<9} {:<16} {:<22} {:<11} {:>12} {:>14}",
+                s.id, 1, name, addr, state, inodes, inline
+            );
+        }
+        println!(
+            "{} shard(s), 1 replica each (metadata replication comes with Raft-replicated shards)",
+            fs.shards.len()
+        );
+        Ok(())
+    })
+}
+
+/// Every record of `space` on `shard`, page by page; a page refused because
+/// a cross-shard transaction holds part of it is asked again.
+async fn scan_all(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    space: Space,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut busy = 0;
+    loop {
+        let (from, exclusive) = match out.last() {
+            Some((k, _)) => (k.clone(), true),
+            None => (Vec::new(), false),
+        };
+        let op = ShardOp::Scan(KvScan {
+            space,
+            prefix: Vec::new(),
+            from,
+            exclusive,
+            limit: PAGE,
+        });
+        match call(cluster, fs, shard, MetaRequest::Shard(op)).await? {
+            Response::Shard(ShardReply::Pairs(p)) => {
+                let done = p.len() < PAGE as usize;
+                out.extend(p);
+                if done {
+                    return Ok(out);
+                }
+            }
+            Response::Error(e) if e.kind == ErrorKind::Busy && busy < 100 => {
+                busy += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Response::Error(e) => bail!("shard {shard}: {}", e.message),
+            other => bail!("shard {shard} answered a scan with {other:?}"),
+        }
+    }
+}
+
+pub fn fsck(args: FsckArgs) -> Result<()> {
+    if args.repair {
+        bail!("--repair is not available yet: run weft fsck without it to see what is wrong");
+    }
+    let rt = admin::runtime()?;
+    let report = rt.block_on(async {
+        let (cluster, client) = admin::client(&args.target, &args.name).await?;
+        let fs = client.fs_info().clone();
+        let mut shards = Vec::new();
+        for s in &fs.shards {
+            shards.push(ShardRecords {
+                shard: s.id,
+                inodes: scan_all(&cluster, &fs, s.id, Space::Inodes).await?,
+                dirents: scan_all(&cluster, &fs, s.id, Space::Dirents).await?,
+                orphans: scan_all(&cluster, &fs, s.id, Space::Orphans)
+                    .await?
+                    .into_iter()
+                    .map(|(k, _)| k)
+                    .collect(),
+            });
+        }
+        anyhow::Ok(fsck::check(&shards))
+    })?;
+    println!(
+        "weft fsck {}: {} inodes ({} directories, {} orphans waiting to be freed), {} entries",
+        args.name, report.inodes, report.directories, report.orphans, report.entries
+    );
+    if report.problems.is_empty() {
+        println!("no problems found");
+        return Ok(());
+    }
+    for p in &report.problems {
+        println!("problem: {p}");
+    }
+    bail!("{} problem(s) found", report.problems.len())
+}
