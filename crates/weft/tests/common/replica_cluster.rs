@@ -55,6 +55,26 @@ impl Clock {
     }
 }
 
+/// How [`Cluster::boot_opts`] builds the cluster.
+pub struct Boot<'a> {
+    /// Mounts wait for every NSD server to answer.
+    pub served: bool,
+    /// NSD hosts that also run the meta role.
+    pub meta_on: &'a [&'a str],
+    /// `weft fs create --meta-shards` (default: one per meta node).
+    pub meta_shards: Option<u16>,
+}
+
+impl Default for Boot<'_> {
+    fn default() -> Self {
+        Boot {
+            served: true,
+            meta_on: &[],
+            meta_shards: None,
+        }
+    }
+}
+
 pub struct Cluster {
     pub net: Net,
     pub root: tempfile::TempDir,
@@ -86,6 +106,22 @@ impl Cluster {
         clock: &Clock,
         served: bool,
     ) -> Option<Cluster> {
+        let opts = Boot {
+            served,
+            ..Boot::default()
+        };
+        Cluster::boot_opts(tag, clients, replicas, clock, &opts)
+    }
+
+    /// [`Cluster::boot`] with the choices of `opts`.
+    pub fn boot_opts(
+        tag: &str,
+        clients: &[&str],
+        replicas: usize,
+        clock: &Clock,
+        opts: &Boot,
+    ) -> Option<Cluster> {
+        let served = opts.served;
         let net = match Net::new(tag) {
             Ok(n) => n,
             Err(e) if netns::is_unsupported(&e) && std::env::var_os("CI").is_none() => {
@@ -145,7 +181,14 @@ impl Cluster {
         let joins = clients
             .iter()
             .map(|n| (*n, "client"))
-            .chain(servers.iter().map(|n| (*n, "nsd")));
+            .chain(servers.iter().map(|n| {
+                let roles = if opts.meta_on.contains(n) {
+                    "nsd,meta"
+                } else {
+                    "nsd"
+                };
+                (*n, roles)
+            }));
         for (name, roles) in joins {
             let h = c.host(name);
             c.spawn_join(&h, roles);
@@ -185,12 +228,14 @@ impl Cluster {
         let stanza_arg = stanza_file.to_str().unwrap();
         c.weft_ok(&q1, &["nsd", "create", "-F", stanza_arg]);
         let r = replicas.to_string();
-        c.weft_ok(
-            &q1,
-            &[
-                "fs", "create", "fs1", "-F", stanza_arg, "-B", "4M", "-r", &r, "-R", "3", "-m", "1",
-            ],
-        );
+        let mut create = vec![
+            "fs", "create", "fs1", "-F", stanza_arg, "-B", "4M", "-r", &r, "-R", "3", "-m", "1",
+        ];
+        let shards = opts.meta_shards.map(|n| n.to_string());
+        if let Some(n) = &shards {
+            create.extend(["--meta-shards", n.as_str()]);
+        }
+        c.weft_ok(&q1, &create);
         wait_until(Duration::from_secs(30), "all four NSDs up", || {
             c.all_up(&q1)
         });
