@@ -48,7 +48,7 @@ fn creator(mnt: PathBuf, tag: &'static str, stop: Arc<AtomicBool>) -> (Vec<PathB
     let mut n = 0usize;
     while !stop.load(Ordering::Relaxed) {
         let name = format!("{tag}-{n}");
-        let dir = if n % 4 == 0 {
+        let dir = if n.is_multiple_of(4) {
             mnt.join("shared")
         } else {
             mnt.join(format!("d{}", n % DIRS))
