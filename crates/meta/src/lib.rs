@@ -1,8 +1,10 @@
-//! The meta role: one metadata shard of one file system, stored in redb.
+//! The meta role: the metadata shards of a file system, each stored in redb.
 //!
-//! [`MetaServer::open`] opens (or creates) the shard database;
+//! [`MetaServer::open`] opens (or creates) one shard's database;
 //! [`MetaServer::handle`] serves one [`weft_proto::MetaRequest`] in one redb
-//! transaction: a read transaction for reads, one write transaction committed
+//! transaction (or, when it reaches records of other shards, in one
+//! cross-shard transaction: `route`, `multi`, `twopc`, `held`; see
+//! `docs/metadata.md`): a read transaction for reads, one write transaction committed
 //! once for every change, so an operation is all done or not at all, even
 //! across a crash. The crate is synchronous (no async): the network layer
 //! calls `handle` from many blocking threads; redb admits one writer at a time
@@ -22,6 +24,8 @@
 //! | `xattrs`  | `ino_be ‖ name`      | value bytes |
 //! | `orphans` | `u64` ino            | `()` |
 //! | `meta`    | `&str`               | `u64` |
+//! | `intents` | `u64` txid           | prepared cross-shard change (postcard) |
+//! | `decisions` | `u64` txid         | a coordinated transaction's fate (postcard) |
 //!
 //! The big-endian inode prefix makes one directory (one inode's xattrs) a
 //! contiguous key range in name (byte) order: `ReadDir` pages are range scans
@@ -60,9 +64,10 @@
 //! parent's default ACL. Byte-range locks (`locks`) live in memory, per
 //! shard, for every client of the file system.
 //!
-//! Not yet: operations that span shards (rename or link across shards),
-//! tokens, quotas per user, atime updates on read (`noatime`; clients set
-//! atime explicitly).
+//! `fsck` checks the records of every shard of a file system.
+//!
+//! Not yet: replicated shards, tokens, directory splitting, quotas per
+//! user, atime updates on read (`noatime`; clients set atime explicitly).
 
 /// Test code: a store over shard 0's transaction `txn`, bound to `s`.
 #[cfg(test)]

@@ -269,3 +269,39 @@ fn concurrent_cross_shard_renames_keep_every_file_exactly_once() {
         assert_eq!(s.intents_held(), 0);
     }
 }
+
+/// Creates per second on N in-process shards from 4 threads, each thread in
+/// its own directory (`cargo test --release -p weft-meta shard_scaling --
+/// --ignored --nocapture`): how far one shard's single writer is the limit.
+#[test]
+#[ignore]
+fn shard_scaling() {
+    for n in [1u16, 2, 4, 8, 16] {
+        let sh = Arc::new(Shards::new(n));
+        let dirs = spread(&sh, 4);
+        let per = 20_000;
+        let start = std::time::Instant::now();
+        let threads: Vec<_> = dirs
+            .iter()
+            .map(|d| {
+                let (sh, d) = (Arc::clone(&sh), *d);
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        sh.make(d, &format!("f{i}"), NewNode::File).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let shards: BTreeSet<u16> = dirs.iter().map(|d| ino_shard(*d)).collect();
+        // One line per run, read by bench/meta-shards.
+        eprintln!(
+            "shard-scaling shards={n} used={} creates_per_sec={:.0}",
+            shards.len(),
+            f64::from(4 * per) / secs
+        );
+    }
+}

@@ -345,7 +345,7 @@ pub fn assess(
             (
                 Verdict::Failed,
                 format!("metadata {} is not served", meta_down.join(", ")),
-                "bring that node back: nothing of the file system works without its metadata"
+                "bring that node back: operations on the directories of those shards fail until it is (shards have one copy)"
                     .into(),
             )
         } else if lost > 0 {
