@@ -75,37 +75,30 @@ pub(crate) trait KvWrite: KvRead {
     }
 }
 
-impl<T: KvRead + ?Sized> KvRead for &T {
-    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
-        (**self).get(space, key)
-    }
-    fn scan(
-        &self,
-        space: Space,
-        prefix: &[u8],
-        from: &[u8],
-        exclusive: bool,
-        limit: usize,
-    ) -> Result<Pairs, OpError> {
-        (**self).scan(space, prefix, from, exclusive, limit)
-    }
+/// A reference to a store reads as the store (so a `Store` can sit over
+/// `&dyn KvRead` or `&mut dyn KvWrite`).
+macro_rules! forward_read {
+    ($($r:tt)+) => {
+        impl<T: KvRead + ?Sized> KvRead for $($r)+ T {
+            fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
+                (**self).get(space, key)
+            }
+            fn scan(
+                &self,
+                space: Space,
+                prefix: &[u8],
+                from: &[u8],
+                exclusive: bool,
+                limit: usize,
+            ) -> Result<Pairs, OpError> {
+                (**self).scan(space, prefix, from, exclusive, limit)
+            }
+        }
+    };
 }
 
-impl<T: KvRead + ?Sized> KvRead for &mut T {
-    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
-        (**self).get(space, key)
-    }
-    fn scan(
-        &self,
-        space: Space,
-        prefix: &[u8],
-        from: &[u8],
-        exclusive: bool,
-        limit: usize,
-    ) -> Result<Pairs, OpError> {
-        (**self).scan(space, prefix, from, exclusive, limit)
-    }
-}
+forward_read!(&);
+forward_read!(&mut);
 
 impl<T: KvWrite + ?Sized> KvWrite for &mut T {
     fn set(&mut self, space: Space, key: &[u8], value: &[u8]) -> Result<(), OpError> {

@@ -255,6 +255,23 @@ type BarrierFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarr
 /// Makes how a file system's metadata shard reaches its other shards.
 type PeersFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::ShardPeers> + Send + Sync;
 
+/// A maker of one `T` per file system over one pool, configuration source
+/// and runtime.
+fn per_fs<T: ?Sized + 'static>(
+    pool: Arc<Pool>,
+    config: crate::barrier::ConfigSource,
+    rt: &tokio::runtime::Handle,
+    make: fn(
+        weft_proto::types::FsId,
+        Arc<Pool>,
+        crate::barrier::ConfigSource,
+        tokio::runtime::Handle,
+    ) -> Arc<T>,
+) -> Arc<dyn Fn(weft_proto::types::FsId) -> Arc<T> + Send + Sync> {
+    let rt = rt.clone();
+    Arc::new(move |fs| make(fs, pool.clone(), config.clone(), rt.clone()))
+}
+
 /// What a shard served here needs besides its database.
 struct ShardWiring<'a> {
     lock_lease_ms: u64,
@@ -463,50 +480,45 @@ async fn serve_node(
         mounts: Mutex::new(BTreeMap::new()),
     });
     node.set_control(mounts.clone());
-    let barrier: Arc<BarrierFor> = {
-        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-barrier"), 1));
+    // Pools that reach this node's own roles without a socket, and the
+    // newest configuration: what shards' barriers, peers and chain writes use.
+    let local_pool = |what: &str, slots| {
+        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-{what}"), slots));
         pool.set_local(&cfg.listen, handler.clone());
-        let mounts = mounts.clone();
-        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
-        let rt = rt.clone();
-        Arc::new(move |fs| {
-            Arc::new(crate::barrier::NsdBarrier::new(
-                fs,
-                pool.clone(),
-                config.clone(),
-                rt.clone(),
-            )) as Arc<dyn weft_meta::DataBarrier>
-        })
+        pool
     };
-    let peers: Arc<PeersFor> = {
-        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-shards"), 2));
-        pool.set_local(&cfg.listen, handler.clone());
+    let latest: crate::barrier::ConfigSource = {
         let mounts = mounts.clone();
-        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
-        let rt = rt.clone();
-        Arc::new(move |fs| {
-            Arc::new(crate::shard_peers::NodePeers::new(
-                fs,
-                pool.clone(),
-                config.clone(),
-                rt.clone(),
-            )) as Arc<dyn weft_meta::ShardPeers>
-        })
+        Arc::new(move || Some(mounts.latest()))
     };
+    let barrier: Arc<BarrierFor> = per_fs(
+        local_pool("barrier", 1),
+        latest.clone(),
+        &rt,
+        |fs, p, c, rt| {
+            Arc::new(crate::barrier::NsdBarrier::new(fs, p, c, rt))
+                as Arc<dyn weft_meta::DataBarrier>
+        },
+    );
+    let peers: Arc<PeersFor> = per_fs(
+        local_pool("shards", 2),
+        latest.clone(),
+        &rt,
+        |fs, p, c, rt| {
+            Arc::new(crate::shard_peers::NodePeers::new(fs, p, c, rt))
+                as Arc<dyn weft_meta::ShardPeers>
+        },
+    );
     // Chain writes go on from here to the next member.
-    {
-        let pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-chain"), 4));
-        pool.set_local(&cfg.listen, handler.clone());
-        let mounts = mounts.clone();
-        let config: crate::barrier::ConfigSource = Arc::new(move || Some(mounts.latest()));
-        node.set_forwarder(
-            Arc::new(crate::chain::Forwarder::new(pool, config)),
-            rt.clone(),
-        );
-    }
+    node.set_forwarder(
+        Arc::new(crate::chain::Forwarder::new(
+            local_pool("chain", 4),
+            latest.clone(),
+        )),
+        rt.clone(),
+    );
     // Resyncs copy chunks between NSD servers, this node's own included.
-    let resync_pool = Arc::new(Pool::new(secret.clone(), &format!("{name}-resync"), 2));
-    resync_pool.set_local(&cfg.listen, handler.clone());
+    let resync_pool = local_pool("resync", 2);
     let resyncs = {
         let node = node.clone();
         Arc::new(Resyncs::with_progress(Arc::new(move |nsd, p| {
