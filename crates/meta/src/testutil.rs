@@ -229,6 +229,25 @@ pub(crate) struct InProc {
     pub down: std::sync::Mutex<std::collections::HashSet<u16>>,
     /// `Commit` messages are lost.
     pub lose_commits: std::sync::atomic::AtomicBool,
+    /// Requests arrive and are served, but their answers are lost.
+    pub lose_replies: std::sync::atomic::AtomicBool,
+}
+
+impl InProc {
+    /// What every node does each second: settle stale cross-shard
+    /// transactions on each of its shards.
+    pub(crate) fn settle_all(&self) {
+        let servers: Vec<_> = self
+            .servers
+            .read()
+            .unwrap()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for s in servers {
+            s.resolve_stale();
+        }
+    }
 }
 
 impl crate::ShardPeers for InProc {
@@ -248,7 +267,14 @@ impl crate::ShardPeers for InProc {
         let srv = self.servers.read().unwrap()[usize::from(shard)]
             .upgrade()
             .ok_or_else(|| weft_proto::RemoteError::new(ErrorKind::NoService, "closed"))?;
-        match srv.handle(MetaRequest::Shard(op), Bytes::new()).0 {
+        let answer = srv.handle(MetaRequest::Shard(op), Bytes::new()).0;
+        if self.lose_replies.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(weft_proto::RemoteError::new(
+                ErrorKind::NoService,
+                format!("the answer of shard {shard} was lost"),
+            ));
+        }
+        match answer {
             Response::Shard(r) => Ok(r),
             Response::Error(e) => Err(e),
             other => panic!("shard answered {other:?}"),
@@ -291,13 +317,39 @@ impl Shards {
         }
     }
 
+    /// Shard `shard`'s node dies: the database is left as it is on disk
+    /// (commits not made durable are lost, as in a crash), then it opens
+    /// again.
+    pub(crate) fn crash(&mut self, shard: u16) {
+        let path = self.dir.path().join(format!("shard{shard}.redb"));
+        let on_disk = self.dir.path().join("crash.redb");
+        std::fs::copy(&path, &on_disk).unwrap();
+        self.close(shard);
+        std::fs::rename(&on_disk, &path).unwrap();
+        self.reopen(shard);
+    }
+
     /// Closes shard `shard` and opens it again (a restart of its node).
     pub(crate) fn restart(&mut self, shard: u16) {
+        self.close(shard);
+        self.reopen(shard);
+    }
+
+    fn close(&mut self, shard: u16) {
         let i = usize::from(shard);
-        let placeholder = self.srv[0].clone();
-        let old = std::mem::replace(&mut self.srv[i], placeholder);
+        let old = self.srv.remove(i);
+        self.net.servers.write().unwrap()[i] = std::sync::Weak::new();
+        // Wait for whoever still uses it (a settling thread), so its
+        // database closes before it opens again.
+        while std::sync::Arc::strong_count(&old) > 1 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         drop(old);
-        self.srv[i] = self.open(shard);
+    }
+
+    fn reopen(&mut self, shard: u16) {
+        let new = self.open(shard);
+        self.srv.insert(usize::from(shard), new);
         self.link();
     }
 

@@ -1,7 +1,8 @@
 //! `weft meta list FS` (the metadata shards: where each is served, whether
 //! it answers, what it holds) and `weft fsck FS` (the metadata checks of
 //! `weft_meta::fsck` over every shard's records, read with shard-to-shard
-//! scans; reports, changes nothing).
+//! scans; reports, and with `--repair` commits the repairs of
+//! `weft_meta::fsck::repairs` shard by shard).
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -27,7 +28,10 @@ pub struct MetaListArgs {
 pub struct FsckArgs {
     /// File system name.
     name: String,
-    /// Repair what can be repaired (not available yet: refused).
+    /// Repair what can be repaired (link counts, parent pointers, unnamed
+    /// inodes put on the orphan list, entries naming no inode, orphan
+    /// records); each shard's repairs commit only if the records they were
+    /// decided on are unchanged. Run it while the file system is quiet.
     #[arg(long)]
     repair: bool,
     #[command(flatten)]
@@ -140,28 +144,86 @@ async fn scan_all(
     }
 }
 
-pub fn fsck(args: FsckArgs) -> Result<()> {
-    if args.repair {
-        bail!("--repair is not available yet: run weft fsck without it to see what is wrong");
+async fn records(cluster: &Cluster, fs: &FsInfo) -> Result<Vec<ShardRecords>> {
+    let mut shards = Vec::new();
+    for s in &fs.shards {
+        shards.push(ShardRecords {
+            shard: s.id,
+            inodes: scan_all(cluster, fs, s.id, Space::Inodes).await?,
+            dirents: scan_all(cluster, fs, s.id, Space::Dirents).await?,
+            orphans: scan_all(cluster, fs, s.id, Space::Orphans)
+                .await?
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect(),
+        });
     }
+    Ok(shards)
+}
+
+/// Commits one shard's repairs as transaction `txid`; false if a record
+/// they were decided on changed meanwhile.
+async fn repair(cluster: &Cluster, fs: &FsInfo, r: &fsck::ShardRepair, txid: u64) -> Result<bool> {
+    match call(cluster, fs, r.shard, MetaRequest::Shard(r.prepare(txid))).await? {
+        Response::Shard(ShardReply::Prepared) => {}
+        Response::Shard(ShardReply::Conflict { .. }) => return Ok(false),
+        Response::Error(e) if e.kind == ErrorKind::Busy => return Ok(false),
+        Response::Error(e) => bail!("shard {}: {}", r.shard, e.message),
+        other => bail!("shard {} answered a repair with {other:?}", r.shard),
+    }
+    match call(
+        cluster,
+        fs,
+        r.shard,
+        MetaRequest::Shard(ShardOp::Commit { txid }),
+    )
+    .await?
+    {
+        Response::Shard(ShardReply::Done) => Ok(true),
+        Response::Error(e) => bail!("shard {}: {}", r.shard, e.message),
+        other => bail!("shard {} answered a commit with {other:?}", r.shard),
+    }
+}
+
+/// Rounds of check and repair before giving up on what keeps changing.
+const REPAIR_ROUNDS: usize = 3;
+
+pub fn fsck(args: FsckArgs) -> Result<()> {
     let rt = admin::runtime()?;
     let report = rt.block_on(async {
         let (cluster, client) = admin::client(&args.target, &args.name).await?;
         let fs = client.fs_info().clone();
-        let mut shards = Vec::new();
-        for s in &fs.shards {
-            shards.push(ShardRecords {
-                shard: s.id,
-                inodes: scan_all(&cluster, &fs, s.id, Space::Inodes).await?,
-                dirents: scan_all(&cluster, &fs, s.id, Space::Dirents).await?,
-                orphans: scan_all(&cluster, &fs, s.id, Space::Orphans)
-                    .await?
-                    .into_iter()
-                    .map(|(k, _)| k)
-                    .collect(),
-            });
+        let mut round = 0;
+        loop {
+            let shards = records(&cluster, &fs).await?;
+            let report = fsck::check(&shards);
+            if !args.repair || report.problems.is_empty() || round == REPAIR_ROUNDS {
+                return anyhow::Ok(report);
+            }
+            let fixes = fsck::repairs(&shards);
+            if fixes.is_empty() {
+                return anyhow::Ok(report);
+            }
+            let base = fsck::REPAIR_TXID_BASE
+                | (std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_micros() as u64)
+                    .unwrap_or(0)
+                    & 0xFFFF_FFFF_0000);
+            for (n, r) in fixes.iter().enumerate() {
+                if repair(&cluster, &fs, r, base | n as u64).await? {
+                    for w in &r.what {
+                        println!("repaired on shard {}: {w}", r.shard);
+                    }
+                } else {
+                    println!(
+                        "shard {}: records changed while checking; checked again",
+                        r.shard
+                    );
+                }
+            }
+            round += 1;
         }
-        anyhow::Ok(fsck::check(&shards))
     })?;
     println!(
         "weft fsck {}: {} inodes ({} directories, {} orphans waiting to be freed), {} entries",
@@ -174,5 +236,15 @@ pub fn fsck(args: FsckArgs) -> Result<()> {
     for p in &report.problems {
         println!("problem: {p}");
     }
-    bail!("{} problem(s) found", report.problems.len())
+    if args.repair {
+        bail!(
+            "{} problem(s) left that --repair cannot fix",
+            report.problems.len()
+        )
+    }
+    bail!(
+        "{} problem(s) found: weft fsck {} --repair fixes what it can",
+        report.problems.len(),
+        args.name
+    )
 }
