@@ -87,6 +87,9 @@ pub struct MetaServer {
     /// callers would free it (the second one's `Reclaim` failing, which
     /// fails its unlink with ENOENT).
     handoff: std::sync::Mutex<()>,
+    /// Orphans handed out for freeing and not reclaimed yet (memory only: a
+    /// restart leaves them to the sweep of orphans at the next start).
+    handed: std::sync::Mutex<std::collections::HashSet<weft_proto::types::Ino>>,
     pub(crate) metrics: Arc<weft_metrics::MetaMetrics>,
 }
 
@@ -120,6 +123,7 @@ impl MetaServer {
             locks: LockTable::with_lease(lease),
             opens: OpenTable::with_lease(lease),
             handoff: std::sync::Mutex::default(),
+            handed: std::sync::Mutex::default(),
             metrics,
         };
         let prepared = server.recover_intents().map_err(|e| MetaError::Corrupt {
@@ -137,19 +141,47 @@ impl MetaServer {
 
     /// An orphan made by `change` is handed to the caller for freeing only
     /// when no client has the file open; otherwise the last close frees it.
+    /// An inode of another shard is in that shard's open table: that shard
+    /// is asked ([`ShardOp::Claim`](weft_proto::shard::ShardOp::Claim)),
+    /// after this shard's `handoff` is let go.
     fn unless_open(
         &self,
         change: impl FnOnce() -> Result<Option<Orphan>, OpError>,
     ) -> Result<Option<Orphan>, OpError> {
-        // An inode of another shard is in that shard's open table: its
-        // orphan stays listed there and is freed by the next sweep of
-        // orphans (`Client::reclaim_orphans`).
         let home = self.spec.shard;
-        self.handing_off(|| {
-            Ok(change()?.filter(|o| {
-                weft_proto::types::ino_shard(o.ino) == home
-                    && self.opens.is_unused(o.ino, Instant::now())
-            }))
+        let orphan = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
+            Ok(match change()? {
+                Some(o) if weft_proto::types::ino_shard(o.ino) != home => Some(o),
+                Some(o) if self.opens.is_unused(o.ino, Instant::now()) => self.hand_out(o),
+                _ => None,
+            })
+        })?;
+        match orphan {
+            Some(o) if weft_proto::types::ino_shard(o.ino) != home => Ok(self.claim_remote(o.ino)),
+            other => Ok(other),
+        }
+    }
+
+    /// Hands `o` out for freeing unless it was handed out already (to a
+    /// last close, or to a claim from another shard). Call under `handoff`.
+    fn hand_out(&self, o: Orphan) -> Option<Orphan> {
+        let mut handed = match self.handed.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        handed.insert(o.ino).then_some(o)
+    }
+
+    /// Serves [`ShardOp::Claim`](weft_proto::shard::ShardOp::Claim): the
+    /// orphan `ino` if nobody has it open and it was not handed out yet.
+    pub(crate) fn claim(&self, ino: weft_proto::types::Ino) -> Result<Option<Orphan>, OpError> {
+        self.handing_off(|| -> Result<Option<Orphan>, OpError> {
+            if !self.opens.is_unused(ino, Instant::now()) {
+                return Ok(None);
+            }
+            Ok(self
+                .read(|s| ops::orphans::orphan(s, ino))?
+                .and_then(|o| self.hand_out(o)))
         })
     }
 
@@ -278,9 +310,11 @@ impl MetaServer {
                 Response::Attr(attr)
             }
             MetaRequest::Closed { ino, client } => {
-                let orphan = self.handing_off(|| {
+                let orphan = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
                     if self.opens.close(ino, client, Instant::now()) {
-                        self.read(|s| ops::orphans::orphan(s, ino))
+                        Ok(self
+                            .read(|s| ops::orphans::orphan(s, ino))?
+                            .and_then(|o| self.hand_out(o)))
                     } else {
                         Ok(None)
                     }
@@ -474,6 +508,10 @@ impl MetaServer {
             MetaRequest::Orphans => Response::Orphans(self.read(|s| ops::orphans::orphans(s))?),
             MetaRequest::Reclaim { ino } => {
                 self.write(|s| ops::reclaim::reclaim(s, ino))?;
+                match self.handed.lock() {
+                    Ok(mut g) => g.remove(&ino),
+                    Err(p) => p.into_inner().remove(&ino),
+                };
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),

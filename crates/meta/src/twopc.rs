@@ -259,6 +259,29 @@ impl MetaServer {
                 Ok(ShardReply::Done)
             }
             ShardOp::Fate { txid } => Ok(ShardReply::Fate(self.fate(txid)?)),
+            ShardOp::Claim { ino } => Ok(ShardReply::Orphan(self.claim(ino)?)),
+        }
+    }
+
+    /// The orphan `ino` of another shard, to free now, if that shard hands
+    /// it out; otherwise (open somewhere, or the shard cannot be asked) it
+    /// stays on that shard's orphan list for its last close or the next
+    /// sweep.
+    pub(crate) fn claim_remote(
+        &self,
+        ino: weft_proto::types::Ino,
+    ) -> Option<weft_proto::types::Orphan> {
+        let shard = weft_proto::types::ino_shard(ino);
+        match self.ask(shard, ShardOp::Claim { ino }) {
+            Ok(ShardReply::Orphan(o)) => o,
+            Ok(other) => {
+                tracing::warn!(ino, shard, ?other, "unexpected answer to a claim");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(ino, shard, error = %e, "cannot claim an orphan; left for the sweep");
+                None
+            }
         }
     }
 

@@ -124,6 +124,13 @@ pub enum ShardOp {
     Fate {
         txid: u64,
     },
+    /// Inode `ino` of the shard asked lost its last name on another shard:
+    /// the shard hands it out for freeing (`Orphan(Some)`) if no client has
+    /// it open and it was not handed out already, else `Orphan(None)` (its
+    /// last close will).
+    Claim {
+        ino: crate::types::Ino,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,4 +153,5 @@ pub enum ShardReply {
     },
     Done,
     Fate(Fate),
+    Orphan(Option<crate::types::Orphan>),
 }

@@ -80,7 +80,7 @@ impl ShardPeers for NodePeers {
         });
         match answer {
             Ok(Ok((Response::Shard(r), _))) => Ok(r),
-            Ok(Ok((Response::Error(e), _))) => Err(e),
+            Ok(Ok((Response::Error(e), _))) | Ok(Err(weft_net::NetError::Remote(e))) => Err(e),
             Ok(Ok((other, _))) => Err(RemoteError::new(
                 ErrorKind::Io,
                 format!("shard {shard} at {addr} answered {other:?}"),

@@ -492,3 +492,47 @@ fn a_participant_crash_between_prepare_and_apply_keeps_a_decided_rename() {
     let report = crate::fsck::check(&crate::fsck::tests::records(&sh));
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// The last name of a file whose inode is on another shard goes: that
+/// shard hands the orphan out once, to the unlink if nobody has it open,
+/// else to the last close.
+#[test]
+fn an_orphan_of_another_shard_is_handed_out_once() {
+    use weft_proto::msg::{MetaRequest, Response};
+    let sh = Shards::new(2);
+    let dirs = spread(&sh, 8);
+    let (a, b) = pick_pair(&dirs);
+    let unlink = |name: &str| match sh.call(
+        b,
+        MetaRequest::Unlink {
+            parent: b,
+            name: name.as_bytes().to_vec(),
+        },
+    ) {
+        Response::Unlinked { orphan } => orphan.map(|o| o.ino),
+        other => panic!("{other:?}"),
+    };
+    // Not open: the unlink gets it.
+    let f = sh.make(a, "f", NewNode::File).unwrap();
+    sh.rename(a, "f", b, "f").unwrap();
+    assert_eq!(unlink("f"), Some(f.ino));
+    // Open on its shard: the last close gets it, once.
+    let g = sh.make(a, "g", NewNode::File).unwrap();
+    sh.rename(a, "g", b, "g").unwrap();
+    let client = 42;
+    assert!(matches!(
+        sh.call(g.ino, MetaRequest::Opened { ino: g.ino, client }),
+        Response::Attr(_)
+    ));
+    assert_eq!(unlink("g"), None);
+    let close = || match sh.call(g.ino, MetaRequest::Closed { ino: g.ino, client }) {
+        Response::Unlinked { orphan } => orphan.map(|o| o.ino),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(close(), Some(g.ino));
+    assert_eq!(
+        sh.srv[usize::from(ino_shard(g.ino))].claim(g.ino).unwrap(),
+        None,
+        "handed out already"
+    );
+}

@@ -48,19 +48,18 @@ async fn call(
     req: MetaRequest,
 ) -> Result<Response> {
     let peer = cluster.shard_peer(fs, shard)?;
-    let (resp, _) = peer
-        .call(
-            Request::Meta {
-                fs: fs.id,
-                shard,
-                req,
-                cred: None,
-            },
-            Bytes::new(),
-        )
-        .await
-        .with_context(|| format!("shard {shard} at {}", peer.addr()))?;
-    Ok(resp)
+    let req = Request::Meta {
+        fs: fs.id,
+        shard,
+        req,
+        cred: None,
+    };
+    match peer.call(req, Bytes::new()).await {
+        Ok((resp, _)) => Ok(resp),
+        // The shard's refusal, for the caller to look at.
+        Err(weft_net::NetError::Remote(e)) => Ok(Response::Error(e)),
+        Err(e) => Err(e).with_context(|| format!("shard {shard} at {}", peer.addr())),
+    }
 }
 
 pub fn list(args: MetaListArgs) -> Result<()> {
