@@ -440,7 +440,14 @@ impl MetaServer {
                     shard,
                     reason: format!("answered a prepare with {other:?}"),
                 },
-                Err(e) => e,
+                Err(e) => {
+                    // The request may have been served and its answer
+                    // lost: abort there too (a no-op if nothing was
+                    // prepared), so its keys are not held until the
+                    // intent goes stale.
+                    prepared.push(shard);
+                    e
+                }
             };
             self.abort_prepared(txid, &prepared);
             return Err(failed);
