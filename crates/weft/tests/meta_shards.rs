@@ -93,15 +93,25 @@ fn mover(
         let name = format!("m{i}");
         let from = match place {
             Place::At(d) => d,
-            // After a failed rename the file is under exactly one name.
+            // After a failed rename the file is under exactly one name. Asked
+            // with a listing: the kernel may still hold the name the rename
+            // removed (a rename that committed but whose answer was lost
+            // returns an error, and the kernel keeps the old entry).
             Place::Either(a, b) => {
-                let here = |d: usize| mnt.join(format!("d{d}")).join(&name).exists();
+                let here = |d: usize| {
+                    std::fs::read_dir(mnt.join(format!("d{d}")))
+                        .and_then(|it| {
+                            it.map(|e| e.map(|e| e.file_name() == name.as_str()))
+                                .collect::<std::io::Result<Vec<bool>>>()
+                        })
+                        .map(|v| v.contains(&true))
+                };
                 match (here(a), here(b)) {
-                    (true, false) => a,
-                    (false, true) => b,
-                    (true, true) => panic!("{name} is in d{a} and in d{b}"),
-                    // Not readable now (its shard's node is down).
-                    (false, false) => {
+                    (Ok(true), Ok(false)) => a,
+                    (Ok(false), Ok(true)) => b,
+                    (Ok(true), Ok(true)) => panic!("{name} is in d{a} and in d{b}"),
+                    // Not listable now (a shard's node is down).
+                    _ => {
                         std::thread::sleep(Duration::from_millis(20));
                         continue;
                     }
