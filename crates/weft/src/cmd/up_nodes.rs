@@ -3,7 +3,7 @@
 //! laptop. Each node is a real `weft` process with its own data directory
 //! (`DATA/nodeK`), loopback address (`127.0.0.K`) and one directory NSD
 //! (`DATA/nodeK-nsd`, failure group K); quorum runs on the first min(N, 3)
-//! nodes, the metadata shard on node1. The first start creates the cluster
+//! nodes, the metadata shards on node1. The first start creates the cluster
 //! with `cluster init` / `node join`, the NSDs and file system fs0; later
 //! starts run `node run` for each node. fs0 is mounted by node1's daemon.
 //! Ctrl-C or SIGTERM unmounts and stops every node.
