@@ -21,6 +21,7 @@ use crate::data::{DataPath, FileData};
 use crate::lease::LeaseKeeper;
 use crate::pagepool::{BlockKey, PagePool, PagePoolStats};
 use crate::reclaim::{has_chunks, ReclaimQueue};
+use crate::tokens::{Invalidate, TokenKeeper};
 use crate::writeback::{extent_bytes, Added, WriteBehind};
 use crate::ClientError;
 
@@ -137,6 +138,8 @@ pub struct Client {
     config: ClientConfig,
     files: Mutex<HashMap<Ino, Arc<OpenFile>>>,
     lease: LeaseKeeper,
+    /// Long polls for the tokens the metadata nodes revoke.
+    pub(crate) tokens: TokenKeeper,
     /// Unlinked files freed in the background.
     reclaims: ReclaimQueue,
     /// This client, for the tasks it starts.
@@ -178,9 +181,34 @@ impl Client {
             fs,
             files: Mutex::new(HashMap::new()),
             lease: LeaseKeeper::default(),
+            tokens: TokenKeeper::default(),
             reclaims: ReclaimQueue::default(),
             me: me.clone(),
         }))
+    }
+
+    /// Installs what drops the mount's cached attributes, entries and
+    /// pages when a metadata node revokes them (see `tokens`).
+    pub fn set_invalidate(&self, mount: Arc<dyn Invalidate>) {
+        self.tokens.set_mount(mount);
+    }
+
+    /// Drops the cached blocks of `ino`: another client changed it.
+    pub(crate) fn drop_cached(&self, ino: Ino) {
+        self.pool.invalidate(ino, 0);
+    }
+
+    /// Drops every cached block: this client lost its tokens.
+    pub(crate) fn drop_all_cached(&self) {
+        self.pool.invalidate_all();
+    }
+
+    /// The files this client has open.
+    pub fn open_inodes(&self) -> Vec<Ino> {
+        match self.files.lock() {
+            Ok(f) => f.keys().copied().collect(),
+            Err(poisoned) => poisoned.into_inner().keys().copied().collect(),
+        }
     }
 
     /// Usage of the pagepool, for monitoring and memory reports.
@@ -212,6 +240,14 @@ impl Client {
         req: MetaRequest,
         data: Bytes,
     ) -> Result<(Response, Bytes), ClientError> {
+        if let Some(me) = self
+            .tokens
+            .not_started()
+            .then(|| self.me.upgrade())
+            .flatten()
+        {
+            self.tokens.start(&me);
+        }
         let peer = self.meta_peer(route)?;
         Ok(peer
             .call(

@@ -26,6 +26,7 @@ mod posix;
 mod reclaim;
 mod repair;
 mod route;
+mod tokens;
 mod writeback;
 
 pub use caller::as_caller;
@@ -34,5 +35,6 @@ pub use cluster::Cluster;
 pub use error::ClientError;
 pub use pagepool::PagePoolStats;
 pub use posix::Allocate;
+pub use tokens::Invalidate;
 /// Request ids that follow one operation across nodes.
 pub use weft_net::trace;

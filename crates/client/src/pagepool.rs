@@ -260,6 +260,20 @@ impl PagePool {
         }
     }
 
+    /// Drops every cached block (loads under way are not kept either).
+    pub fn invalidate_all(&self) {
+        let mut g = self.lock();
+        g.epochs.clear();
+        g.epoch_base += 1;
+        let victims: Vec<BlockKey> = g.slots.keys().copied().collect();
+        for k in victims {
+            if let Some(Slot::Ready { data, tick }) = g.slots.remove(&k) {
+                g.lru.remove(&tick);
+                g.cached -= data.len() as u64;
+            }
+        }
+    }
+
     /// Drops one cached block.
     pub fn invalidate_block(&self, key: &BlockKey) {
         let mut g = self.lock();

@@ -27,6 +27,12 @@
 //!   page-cache invalidation on attribute change, attribute/entry TTL 1 s,
 //!   and after mounting the read-ahead raised to 1 MiB through sysfs.
 //!   Files opened with `O_DIRECT` bypass the page cache.
+//! - **Coherence between nodes.** When a metadata node revokes this
+//!   client's tokens (another node changed a file or directory), the
+//!   kernel's cached attributes, pages and entries of it are dropped
+//!   through FUSE notifications before the change is answered
+//!   (`revoke.rs`), so the 1 s timeout never shows another node's change
+//!   late.
 //! - **Mount life.** With `allow_other`, fuser mounts through `fusermount3`
 //!   with auto-unmount, which cleans up if the daemon is killed. A normal
 //!   unmount is done here by path (`umount2`, or `fusermount3 -u` when not
@@ -55,6 +61,7 @@ mod error;
 mod fs;
 mod locks;
 mod mount;
+mod revoke;
 
 pub use attr::TTL;
 pub use errno::errno;

@@ -278,6 +278,10 @@ pub fn mount(
         source,
     })?;
 
+    client.set_invalidate(Arc::new(crate::revoke::KernelCache {
+        notifier: session.notifier(),
+        client: Arc::downgrade(&client),
+    }));
     raise_read_ahead(&path);
     tracing::info!(mountpoint = %path.display(), fs_name = %opts.fs_name, threads = opts.threads, "Weft mounted");
     Ok(MountHandle {

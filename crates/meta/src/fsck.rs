@@ -431,7 +431,7 @@ pub(crate) mod tests {
             let ask = |op| srv.handle(MetaRequest::Shard(op), bytes::Bytes::new()).0;
             assert_eq!(ask(r.prepare(txid)), Response::Shard(ShardReply::Prepared));
             assert_eq!(
-                ask(ShardOp::Commit { txid }),
+                ask(ShardOp::Commit { txid, client: 0 }),
                 Response::Shard(ShardReply::Done)
             );
         }

@@ -114,6 +114,7 @@ mod server;
 mod spec;
 mod store;
 mod sync;
+pub mod tokens;
 mod twopc;
 
 #[cfg(test)]
@@ -123,4 +124,5 @@ pub use error::MetaError;
 pub use ordered::{BarrierFailed, DataBarrier};
 pub use server::{MetaServer, LOCK_WAIT};
 pub use spec::MetaSpec;
+pub use tokens::Tokens;
 pub use twopc::{ShardPeers, STALE};

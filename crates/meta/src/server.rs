@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableDatabase};
 use weft_proto::msg::{MetaRequest, Response};
-use weft_proto::types::{Cred, Orphan, Timespec};
+use weft_proto::types::{Cred, Ino, Orphan, Timespec};
 use weft_proto::{ErrorKind, RemoteError};
 
 use crate::error::MetaError;
@@ -36,6 +36,7 @@ use crate::ops::{self, Ctx};
 use crate::spec::MetaSpec;
 use crate::store::{on_read, on_write, ReadStore, Store, WriteStore};
 use crate::sync::Flusher;
+use crate::tokens::{revokes_of, Grant, Tokens};
 use crate::twopc::ShardPeers;
 
 /// How long an operation waits for records a cross-shard transaction holds
@@ -48,6 +49,21 @@ thread_local! {
     static LOCAL_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Set when such an operation needed another shard or a held record.
     static ESCAPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The client the request being served comes from (0: none known).
+    static CLIENT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The client the request this thread serves comes from (0: none).
+pub(crate) fn current_client() -> u64 {
+    CLIENT.with(|c| c.get())
+}
+
+/// Runs `f` as serving `client`.
+pub(crate) fn as_client<T>(client: u64, f: impl FnOnce() -> T) -> T {
+    let before = CLIENT.with(|c| c.replace(client));
+    let out = f();
+    CLIENT.with(|c| c.set(before));
+    out
 }
 
 fn local_only() -> bool {
@@ -77,6 +93,8 @@ pub struct MetaServer {
     pub(crate) last_txid: AtomicU64,
     spec: MetaSpec,
     path: PathBuf,
+    /// The node's token table (none: clients are not told of changes).
+    tokens: RwLock<Option<Arc<Tokens>>>,
     /// Byte-range locks of this shard's inodes (memory only).
     locks: LockTable,
     /// Which clients have which files open (memory only).
@@ -120,6 +138,7 @@ impl MetaServer {
             last_txid: AtomicU64::new(0),
             spec,
             path: path.to_owned(),
+            tokens: RwLock::new(None),
             locks: LockTable::with_lease(lease),
             opens: OpenTable::with_lease(lease),
             handoff: std::sync::Mutex::default(),
@@ -237,15 +256,91 @@ impl MetaServer {
     /// requests that change nothing before their first transaction.
     pub fn try_handle_local(
         &self,
+        from: u64,
         req: MetaRequest,
         data: Bytes,
         cred: Option<&Cred>,
     ) -> Option<(Response, Bytes)> {
         LOCAL_ONLY.with(|c| c.set(true));
         ESCAPED.with(|c| c.set(false));
-        let out = self.handle_as(req, data, cred);
+        let out = self.handle_for(from, req, data, cred);
         LOCAL_ONLY.with(|c| c.set(false));
         (!ESCAPED.with(|c| c.replace(false))).then_some(out)
+    }
+
+    /// [`MetaServer::handle_as`] for a request of client `from` (the id its
+    /// connection authenticated): the answer gives that client tokens, and
+    /// the changes it makes revoke everybody else's (see `tokens`).
+    pub fn handle_for(
+        &self,
+        from: u64,
+        req: MetaRequest,
+        data: Bytes,
+        cred: Option<&Cred>,
+    ) -> (Response, Bytes) {
+        as_client(from, || self.handle_as(req, data, cred))
+    }
+
+    /// Installs the node's token table.
+    pub fn set_tokens(&self, tokens: Arc<Tokens>) {
+        match self.tokens.write() {
+            Ok(mut g) => *g = Some(tokens),
+            Err(p) => *p.into_inner() = Some(tokens),
+        }
+    }
+
+    pub(crate) fn tokens(&self) -> Option<Arc<Tokens>> {
+        match self.tokens.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Notes the tokens `reply` gives the client served (those of `grants`
+    /// and the attributes of this shard's inodes it carries).
+    fn grant(&self, grants: &mut Vec<Grant>, listed: Option<Ino>, reply: &Response) {
+        let client = current_client();
+        let Some(tokens) = self.tokens().filter(|_| client != 0) else {
+            return;
+        };
+        let mine =
+            |ino: weft_proto::types::Ino| weft_proto::types::ino_shard(ino) == self.spec.shard;
+        match reply {
+            Response::Attr(a) if mine(a.ino) => grants.push(Grant::Attr(a.ino)),
+            Response::Entries { entries, .. } => {
+                for e in entries {
+                    if let Some(dir) = listed {
+                        grants.push(Grant::Entry(dir, e.name.clone()));
+                    }
+                    if mine(e.attr.ino) {
+                        grants.push(Grant::Attr(e.attr.ino));
+                    }
+                }
+            }
+            Response::Error(_) => return,
+            _ => {}
+        }
+        tokens.grant(self.spec.fs, client, grants);
+    }
+
+    /// Revokes other clients' tokens on what a committed change touched
+    /// (keys of this shard), before the change is answered.
+    pub(crate) fn revoke<'a>(
+        &self,
+        except: u64,
+        keys: impl IntoIterator<Item = (crate::kv::Space, &'a [u8])>,
+    ) {
+        let Some(tokens) = self.tokens() else {
+            return;
+        };
+        let items = revokes_of(keys);
+        let r = tokens.revoke(self.spec.fs, except, &items);
+        if r.clients > 0 {
+            self.metrics.revocations.inc_by(r.clients as u64);
+        }
+        if r.lost > 0 {
+            self.metrics.revocations_lost.inc_by(r.lost as u64);
+        }
     }
 
     /// [`MetaServer::handle`] for a caller: with credentials, the shard
@@ -263,7 +358,14 @@ impl MetaServer {
             if let Some(c) = cred {
                 self.read(|s| crate::perm::check(s, &req, c))?;
             }
-            self.dispatch(req, data)
+            let mut grants = request_grants(&req);
+            let listed = match &req {
+                MetaRequest::ReadDir { dir, .. } => Some(*dir),
+                _ => None,
+            };
+            let reply = self.dispatch(req, data)?;
+            self.grant(&mut grants, listed, &reply.0);
+            Ok(reply)
         };
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(reply)) => reply,
@@ -515,6 +617,25 @@ impl MetaServer {
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),
+            MetaRequest::Tokens {
+                client,
+                acked,
+                wait_ms,
+                ..
+            } => match self.tokens() {
+                Some(t) => Response::Revoked(t.poll(
+                    self.spec.fs,
+                    client,
+                    acked,
+                    Duration::from_millis(u64::from(wait_ms)),
+                )),
+                None => {
+                    return Err(crate::fail::refuse(
+                        ErrorKind::Unsupported,
+                        "this node keeps no tokens",
+                    ))
+                }
+            },
         };
         Ok((resp, Bytes::new()))
     }
@@ -612,10 +733,15 @@ impl MetaServer {
         } else {
             Durability::None
         })?;
-        let out = on_write(&txn, self.spec.shard, &self.held, body);
+        let mut written = Vec::new();
+        let out = on_write(&txn, self.spec.shard, &self.held, &mut written, body);
         match out {
             Ok(v) => {
                 txn.commit()?;
+                self.revoke(
+                    current_client(),
+                    written.iter().map(|(sp, k)| (*sp, k.as_slice())),
+                );
                 self.metrics.transactions.inc();
                 if durable {
                     self.metrics.fsyncs.inc();
@@ -669,6 +795,26 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::Allocated { .. } => "allocated",
         MetaRequest::RenewLease { .. } => "renew_lease",
         MetaRequest::Shard(op) => op.into(),
+        MetaRequest::Tokens { .. } => "tokens",
+    }
+}
+
+/// The tokens an answer to `req` gives besides the attributes it carries:
+/// entries of the directory it looks in or changes, and open files.
+fn request_grants(req: &MetaRequest) -> Vec<Grant> {
+    use MetaRequest as M;
+    match req {
+        M::Lookup { parent, name }
+        | M::Create { parent, name, .. }
+        | M::CreateMasked { parent, name, .. } => vec![Grant::Entry(*parent, name.clone())],
+        M::Link {
+            new_parent,
+            new_name,
+            ..
+        } => vec![Grant::Entry(*new_parent, new_name.clone())],
+        M::Opened { ino, .. } => vec![Grant::Open(*ino)],
+        M::Closed { ino, .. } => vec![Grant::Close(*ino)],
+        _ => Vec::new(),
     }
 }
 

@@ -14,7 +14,7 @@ use weft_proto::ErrorKind;
 use crate::fail::{refuse, OpError};
 use crate::held::Held;
 use crate::inode::Inode;
-use crate::kv::{encode_entry, u64_le, KvRead, KvWrite, RedbRead, RedbWrite, Space};
+use crate::kv::{encode_entry, u64_le, KvRead, KvWrite, Recording, RedbRead, RedbWrite, Space};
 use crate::route::{meta_key, Local};
 use crate::schema::{child_key, key, kind_code, kind_from_code, split_child_key};
 
@@ -64,10 +64,14 @@ pub(crate) fn on_write<T>(
     txn: &WriteTransaction,
     home: ShardId,
     held: &Held,
+    written: &mut Vec<(Space, Vec<u8>)>,
     body: impl FnOnce(&mut WriteStore<'_>) -> Result<T, OpError>,
 ) -> Result<T, OpError> {
     let mut local = Local {
-        kv: RedbWrite::open(txn)?,
+        kv: Recording {
+            kv: RedbWrite::open(txn)?,
+            keys: written,
+        },
         home,
         held,
     };

@@ -43,7 +43,8 @@ use crate::held::Keys;
 use crate::kv::{KvRead, KvWrite, Pairs, RedbRead, RedbWrite, Space};
 use crate::multi::{Access, Part};
 use crate::schema::{DECISIONS, INTENTS};
-use crate::server::MetaServer;
+use crate::server::{current_client, MetaServer};
+use crate::tokens::Grant;
 
 /// An intent or decision this old is resolved by the other side.
 pub const STALE: Duration = Duration::from_secs(2);
@@ -155,6 +156,11 @@ fn apply(kv: &mut impl KvWrite, changes: &[KvChange]) -> Result<(), OpError> {
     Ok(())
 }
 
+/// The keys `changes` write, for revoking tokens on them.
+fn changed_keys(changes: &[KvChange]) -> impl Iterator<Item = (Space, &[u8])> {
+    changes.iter().map(|c| (c.space(), c.key()))
+}
+
 fn peer_error(shard: ShardId, e: RemoteError) -> OpError {
     match e.kind {
         ErrorKind::Busy => OpError::Locked { txid: 0 },
@@ -231,10 +237,20 @@ impl MetaServer {
     /// Serves a request from another shard of the file system.
     pub(crate) fn serve_shard(&self, op: ShardOp) -> Result<ShardReply, OpError> {
         match op {
-            ShardOp::Get { space, key } => {
+            ShardOp::Get { space, key, grant } => {
                 self.held.check_key(space, &key)?;
                 let txn = self.db.begin_read()?;
-                Ok(ShardReply::Value(RedbRead::open(&txn)?.get(space, &key)?))
+                let value = RedbRead::open(&txn)?.get(space, &key)?;
+                if let (Space::Inodes, Some(_), Some(t)) = (space, &value, self.tokens()) {
+                    if let Some(ino) = key.get(..8).and_then(|b| b.try_into().ok()) {
+                        t.grant(
+                            self.spec().fs,
+                            grant,
+                            &[Grant::Attr(u64::from_be_bytes(ino))],
+                        );
+                    }
+                }
+                Ok(ShardReply::Value(value))
             }
             ShardOp::Scan(s) => {
                 self.held.check_range(s.space, &s.prefix)?;
@@ -250,12 +266,12 @@ impl MetaServer {
                 Ok(ShardReply::Taken(old))
             }
             ShardOp::Prepare(p) => self.prepare(p),
-            ShardOp::Commit { txid } => {
-                self.finish(txid, true)?;
+            ShardOp::Commit { txid, client } => {
+                self.finish(txid, true, client)?;
                 Ok(ShardReply::Done)
             }
             ShardOp::Abort { txid } => {
-                self.finish(txid, false)?;
+                self.finish(txid, false, 0)?;
                 Ok(ShardReply::Done)
             }
             ShardOp::Fate { txid } => Ok(ShardReply::Fate(self.fate(txid)?)),
@@ -337,7 +353,7 @@ impl MetaServer {
 
     /// Phase two on a participant: applies (`commit`) or drops the intent
     /// of `txid`; nothing to do if it is gone already.
-    fn finish(&self, txid: u64, commit: bool) -> Result<(), OpError> {
+    fn finish(&self, txid: u64, commit: bool, client: u64) -> Result<(), OpError> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::None)?;
         let found = {
@@ -350,17 +366,18 @@ impl MetaServer {
             if let (Some(i), true) = (&intent, commit) {
                 apply(&mut RedbWrite::open(&txn)?, &i.changes)?;
             }
-            intent.is_some()
+            intent
         };
-        if !found {
+        let Some(intent) = found else {
             txn.abort()?;
             return Ok(());
-        }
+        };
         txn.commit()?;
         self.held.release(txid);
         self.flusher.mark_dirty();
         if commit {
             self.flusher.sync(&self.db)?;
+            self.revoke(client, changed_keys(&intent.changes));
         }
         Ok(())
     }
@@ -457,7 +474,7 @@ impl MetaServer {
             return Err(e);
         }
         self.metrics.cross_shard.inc();
-        if self.push_commits(txid, &prepared) {
+        if self.push_commits(txid, &prepared, current_client()) {
             self.forget_decision(txid);
         }
         Ok(())
@@ -473,10 +490,10 @@ impl MetaServer {
     }
 
     /// Sends the apply to every participant; whether all did.
-    fn push_commits(&self, txid: u64, participants: &[ShardId]) -> bool {
+    fn push_commits(&self, txid: u64, participants: &[ShardId], client: u64) -> bool {
         let mut all = true;
         for &shard in participants {
-            if let Err(e) = self.ask(shard, ShardOp::Commit { txid }) {
+            if let Err(e) = self.ask(shard, ShardOp::Commit { txid, client }) {
                 tracing::warn!(txid, shard, error = %e, "a participant did not apply yet; retried");
                 all = false;
             }
@@ -531,6 +548,7 @@ impl MetaServer {
         txn.commit()?;
         self.flusher.mark_dirty();
         self.flusher.sync(&self.db)?;
+        self.revoke(current_client(), changed_keys(&mine.changes));
         Ok(())
     }
 
@@ -568,7 +586,7 @@ impl MetaServer {
         for (txid, d) in decisions {
             let done = match d.fate {
                 Fate::Committed => {
-                    older_than(d.born_ms, STALE) && self.push_commits(txid, &d.participants)
+                    older_than(d.born_ms, STALE) && self.push_commits(txid, &d.participants, 0)
                 }
                 Fate::Aborted => older_than(d.born_ms, FORGET_ABORTED),
             };
@@ -584,7 +602,7 @@ impl MetaServer {
             match self.ask(coordinator, ShardOp::Fate { txid }) {
                 Ok(ShardReply::Fate(f)) => {
                     tracing::info!(txid, coordinator, fate = ?f, "settled a cross-shard transaction");
-                    self.finish(txid, f == Fate::Committed)?;
+                    self.finish(txid, f == Fate::Committed, 0)?;
                     settled += 1;
                 }
                 Ok(other) => {
@@ -616,6 +634,7 @@ impl Access for MetaServer {
             ShardOp::Get {
                 space,
                 key: key.to_vec(),
+                grant: current_client(),
             },
         )? {
             ShardReply::Value(v) => Ok(v),

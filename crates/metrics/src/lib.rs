@@ -184,6 +184,10 @@ pub struct MetaMetrics {
     pub locks_held: Gauge,
     /// Cross-shard transactions this process coordinated and committed.
     pub cross_shard: Counter,
+    /// Revocations of clients' tokens sent (one per client and change).
+    pub revocations: Counter,
+    /// Clients that did not acknowledge a revocation in time.
+    pub revocations_lost: Counter,
 }
 
 /// The client's block cache (pagepool), summed over the clients of the process.
@@ -214,6 +218,8 @@ struct Families {
     meta_fsyncs: Family<FsLabels, Counter>,
     meta_locks: Family<FsLabels, Gauge>,
     meta_cross_shard: Family<FsLabels, Counter>,
+    meta_revocations: Family<FsLabels, Counter>,
+    meta_revocations_lost: Family<FsLabels, Counter>,
     rpc_calls: OpFamily<RpcLabels>,
     rpc_served: OpFamily<RpcLabels>,
     info: Family<InfoLabels, Gauge>,
@@ -336,6 +342,16 @@ impl Metrics {
             "weft_meta_cross_shard_transactions",
             "cross-shard metadata transactions coordinated and committed (two-phase)",
         );
+        let meta_revocations = counter(
+            &mut r,
+            "weft_meta_token_revocations",
+            "revocations of clients' cached metadata sent before a change was answered",
+        );
+        let meta_revocations_lost = counter(
+            &mut r,
+            "weft_meta_token_revocations_lost",
+            "clients that did not acknowledge a revocation in time and lost their tokens",
+        );
         let rpc_calls = OpFamily::new(
             &mut r,
             "weft_rpc_calls",
@@ -400,6 +416,8 @@ impl Metrics {
             meta_fsyncs,
             meta_locks,
             meta_cross_shard,
+            meta_revocations,
+            meta_revocations_lost,
             rpc_calls,
             rpc_served,
             info,
@@ -482,6 +500,8 @@ impl Metrics {
                     fsyncs: f.meta_fsyncs.get_or_create(&l).clone(),
                     locks_held: f.meta_locks.get_or_create(&l).clone(),
                     cross_shard: f.meta_cross_shard.get_or_create(&l).clone(),
+                    revocations: f.meta_revocations.get_or_create(&l).clone(),
+                    revocations_lost: f.meta_revocations_lost.get_or_create(&l).clone(),
                 })
             })
             .clone()

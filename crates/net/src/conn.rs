@@ -255,7 +255,7 @@ impl Peer {
         };
         check_fits(&req, data.len()).map_err(too_big)?;
         let from = self.client_id;
-        let (resp, data) = if handler.is_quick(&req, data.len()) {
+        let (resp, data) = if handler.is_quick(from, &req, data.len()) {
             // Cheaper than two thread hand-offs.
             crate::server::served(&**handler, from, trace, req, data)
         } else if let Some(out) = crate::server::served_quick(&**handler, from, trace, &req, &data)

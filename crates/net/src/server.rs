@@ -52,11 +52,11 @@ pub trait Handler: Send + Sync + 'static {
         self.handle(req, data)
     }
 
-    /// Whether `req` (with `data_len` bytes of data) is short and does not
+    /// Whether `req` (with `data_len` bytes of data, from client `from`) is short and does not
     /// wait on a disk, so that a caller in this process may run it on its
     /// own (async) thread instead of handing it to the blocking pool (see
     /// `Peer::local`).
-    fn is_quick(&self, _req: &Request, _data_len: usize) -> bool {
+    fn is_quick(&self, _from: u64, _req: &Request, _data_len: usize) -> bool {
         false
     }
 

@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 12;
+const TABLE_WIRE_VERSION: u16 = 13;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -481,6 +481,16 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "0107011eaa808080808040eeff830601e8076402041b",
         ),
         (
+            "MetaRequest::Tokens",
+            meta(MetaRequest::Tokens {
+                ino: INO,
+                client: 0xC0FFEE,
+                acked: 7,
+                wait_ms: 1000,
+            }),
+            "01070120aa808080808040eeff830607e80701e8076402041b",
+        ),
+        (
             "MetaRequest::Shard",
             meta(MetaRequest::Shard(crate::shard::ShardOp::Prepare(
                 crate::shard::Prepare {
@@ -821,6 +831,21 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 crate::shard::Fate::Committed,
             ))),
             "1c0600",
+        ),
+        (
+            "Response::Revoked",
+            response(Response::Revoked(crate::token::Revocations {
+                seq: 9,
+                reset: false,
+                items: vec![
+                    crate::token::Revoke::Inode(INO),
+                    crate::token::Revoke::Entry {
+                        parent: 1,
+                        name: b"a".to_vec(),
+                    },
+                ],
+            })),
+            "1d09000200aa80808080804001010161",
         ),
         (
             "Response::Joined",
@@ -1232,6 +1257,7 @@ fn meta_variant(r: &MetaRequest) -> &'static str {
         MetaRequest::Allocated { .. } => "Allocated",
         MetaRequest::RenewLease { .. } => "RenewLease",
         MetaRequest::Shard(_) => "Shard",
+        MetaRequest::Tokens { .. } => "Tokens",
     }
 }
 
@@ -1304,6 +1330,7 @@ fn response_variant(r: &Response) -> &'static str {
         Response::ChunkVersions(_) => "ChunkVersions",
         Response::Applied(_) => "Applied",
         Response::ChainFailed { .. } => "ChainFailed",
+        Response::Revoked(_) => "Revoked",
     }
 }
 

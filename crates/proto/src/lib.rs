@@ -9,6 +9,7 @@
 //! - the cluster configuration records ([`config`]) and the file attribute
 //!   records ([`types`]);
 //! - what one metadata shard asks another ([`shard`]);
+//! - the revocations of cached metadata a shard sends clients ([`token`]);
 //! - the pure striping arithmetic of a file layout ([`layout`]);
 //! - with the `sample` feature, a small configuration for tests (`sample`).
 //!
@@ -26,6 +27,7 @@ pub mod msg;
 pub mod sample;
 pub mod shard;
 pub mod stanza;
+pub mod token;
 pub mod types;
 
 pub use error::{ErrorKind, ProtoError, RemoteError};

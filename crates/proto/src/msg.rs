@@ -444,6 +444,16 @@ pub enum MetaRequest {
     /// From another shard of the file system: a read or a step of a
     /// cross-shard transaction (see [`crate::shard`]). Nodes only.
     Shard(crate::shard::ShardOp),
+    /// A client's long poll for the tokens the shards of this node revoke
+    /// from it (see [`crate::token`]); `acked` is the last revocation it
+    /// has acted on. Answered with `Revoked`, at once when revocations are
+    /// waiting, else after at most `wait_ms`. `ino` routes it.
+    Tokens {
+        ino: Ino,
+        client: u64,
+        acked: u64,
+        wait_ms: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -668,6 +678,8 @@ pub enum Response {
     },
     /// A shard's answer to another shard.
     Shard(crate::shard::ShardReply),
+    /// Answer to `Tokens`.
+    Revoked(crate::token::Revocations),
 }
 
 #[cfg(test)]

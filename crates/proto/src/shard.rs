@@ -102,6 +102,9 @@ pub enum ShardOp {
     Get {
         space: Space,
         key: Vec<u8>,
+        /// The client the asking shard serves (0: none): a read of an
+        /// inode record gives it a token there (see [`crate::token`]).
+        grant: u64,
     },
     Scan(KvScan),
     /// Adds `n` to a counter at once, in its own commit, and returns the
@@ -115,6 +118,10 @@ pub enum ShardOp {
     Prepare(Prepare),
     Commit {
         txid: u64,
+        /// The client whose request made the transaction (0: unknown, a
+        /// re-sent apply): its tokens are not revoked, its own kernel
+        /// already knows the change (see [`crate::token`]).
+        client: u64,
     },
     Abort {
         txid: u64,

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
-use weft_meta::MetaServer;
+use weft_meta::{MetaServer, Tokens};
 use weft_net::Handler;
 use weft_nsd::NsdServer;
 use weft_proto::msg::{NodeRequest, NsdRequest};
@@ -40,6 +40,8 @@ pub struct Node {
     /// Sends chain writes on to the next member, with the runtime that
     /// drives it from the request threads.
     pub chain: RwLock<Option<(Arc<Forwarder>, tokio::runtime::Handle)>>,
+    /// The tokens clients hold on the records of this node's shards.
+    pub tokens: Arc<Tokens>,
 }
 
 fn no_service(role: &str) -> (Response, Bytes) {
@@ -58,6 +60,7 @@ impl Node {
             quorum,
             meta: RwLock::new(HashMap::new()),
             nsd: RwLock::new(None),
+            tokens: Arc::new(Tokens::default()),
             control: RwLock::new(None),
             chain: RwLock::new(None),
         }
@@ -84,6 +87,13 @@ impl Node {
             Ok(m) => m.values().cloned().collect(),
             Err(p) => p.into_inner().values().cloned().collect(),
         }
+    }
+
+    /// Whether `req` from `from` may have to wait for other clients to drop
+    /// what they cache (see `weft_meta::tokens`): not for the caller's
+    /// async thread then.
+    fn may_wait_for_others(&self, fs: FsId, from: u64, req: &MetaRequest) -> bool {
+        !reads_only(req) && self.tokens.others_hold(fs, from)
     }
 
     pub fn meta_server(&self, fs: FsId, shard: ShardId) -> Option<Arc<MetaServer>> {
@@ -116,6 +126,7 @@ impl Node {
             Err(p) => p.into_inner(),
         };
         let shard = server.spec().shard;
+        server.set_tokens(self.tokens.clone());
         let server = Arc::new(server);
         m.insert((fs, shard), server.clone());
         server
@@ -162,6 +173,22 @@ pub fn is_chain_write(r: &weft_proto::NsdRequest) -> bool {
 
 /// `req` as made by the client `from`: every client id a metadata request
 /// carries (locks, opens, commits) is the one its connection authenticated.
+/// Whether `req` changes no record (so it revokes no token).
+fn reads_only(req: &MetaRequest) -> bool {
+    matches!(
+        req,
+        MetaRequest::Lookup { .. }
+            | MetaRequest::GetAttr { .. }
+            | MetaRequest::ReadDir { .. }
+            | MetaRequest::ReadLink { .. }
+            | MetaRequest::GetXattr { .. }
+            | MetaRequest::ListXattr { .. }
+            | MetaRequest::ReadInline { .. }
+            | MetaRequest::Counters
+            | MetaRequest::Orphans
+    )
+}
+
 fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
     use MetaRequest as M;
     match req {
@@ -179,6 +206,17 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             owner,
         },
         M::RenewLease { ino, .. } => M::RenewLease { ino, client: from },
+        M::Tokens {
+            ino,
+            acked,
+            wait_ms,
+            ..
+        } => M::Tokens {
+            ino,
+            client: from,
+            acked,
+            wait_ms,
+        },
         M::Opened { ino, .. } => M::Opened { ino, client: from },
         M::Closed { ino, .. } => M::Closed { ino, client: from },
         M::SetAttr { ino, set, .. } => M::SetAttr {
@@ -213,15 +251,10 @@ impl Handler for Node {
                 cred,
             } => {
                 let req = as_client(req, from);
-                self.handle(
-                    Request::Meta {
-                        fs,
-                        shard,
-                        req,
-                        cred,
-                    },
-                    data,
-                )
+                match self.meta_server(fs, shard) {
+                    Some(s) => s.handle_for(from, req, data, cred.as_ref()),
+                    None => no_service(&format!("meta (shard {shard} of file system {fs})")),
+                }
             }
             other => self.handle(other, data),
         }
@@ -265,16 +298,24 @@ impl Handler for Node {
     /// alone, and removals of one chunk, go to the page cache and the
     /// store's index: two thread hand-offs cost more (a 3,901-byte file's
     /// write and the clearing before it).
-    fn is_quick(&self, req: &Request, data_len: usize) -> bool {
+    fn is_quick(&self, from: u64, req: &Request, data_len: usize) -> bool {
         match req {
             Request::Meta { fs, shard, req, .. } => {
                 self.meta_server(*fs, *shard)
                     .is_some_and(|m| !m.spec().durable && m.spec().shards == 1)
+                    // A change may wait for other clients to drop what they
+                    // cache (see `weft_meta::tokens`).
+                    && !self.may_wait_for_others(*fs, from, req)
                     // Both may wait for a data barrier, which needs the
                     // runtime's threads to reach the NSDs. With several
                     // shards any operation may become a cross-shard
                     // transaction, which waits for other shards.
-                    && !matches!(req, MetaRequest::Sync { .. } | MetaRequest::Written { .. })
+                    && !matches!(
+                        req,
+                        MetaRequest::Sync { .. }
+                            | MetaRequest::Written { .. }
+                            | MetaRequest::Tokens { .. }
+                    )
             }
             Request::Nsd(NsdRequest::Write {
                 sync,
@@ -320,9 +361,14 @@ impl Handler for Node {
                     | MetaRequest::ReadInline { .. }
                     | MetaRequest::WriteInline { .. }
             );
-        if !fits {
+        if !fits || self.may_wait_for_others(*fs, from, req) {
             return None;
         }
-        m.try_handle_local(as_client(req.clone(), from), data.clone(), cred.as_ref())
+        m.try_handle_local(
+            from,
+            as_client(req.clone(), from),
+            data.clone(),
+            cred.as_ref(),
+        )
     }
 }

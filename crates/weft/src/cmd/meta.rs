@@ -174,7 +174,7 @@ async fn repair(cluster: &Cluster, fs: &FsInfo, r: &fsck::ShardRepair, txid: u64
         cluster,
         fs,
         r.shard,
-        MetaRequest::Shard(ShardOp::Commit { txid }),
+        MetaRequest::Shard(ShardOp::Commit { txid, client: 0 }),
     )
     .await?
     {

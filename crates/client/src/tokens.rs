@@ -1,0 +1,167 @@
+//! The client's side of tokens (see `weft_proto::token`): one long poll per
+//! metadata node of the file system collects what that node's shards
+//! revoke from this client; the client drops the revoked inodes' cached
+//! blocks, hands the revocations to the mount (which drops the kernel's
+//! cached attributes, entries and pages), and acknowledges them with its
+//! next poll. The tasks start with the client's first metadata request and
+//! end with the client.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+use weft_proto::msg::MetaRequest;
+use weft_proto::token::{Revocations, Revoke};
+use weft_proto::types::{make_ino, NodeId, ShardId};
+use weft_proto::{ErrorKind, Request, Response};
+
+use crate::client::Client;
+
+/// How long one poll waits on the node for a revocation.
+const POLL_WAIT_MS: u32 = 1000;
+/// How long an acknowledgement waits for the kernel to drop what was
+/// revoked (see `apply`).
+const KERNEL_WAIT: Duration = Duration::from_millis(100);
+/// Pause after a failed poll.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// Drops what the mount caches (the kernel's attributes, entries, pages).
+pub trait Invalidate: Send + Sync {
+    /// Called on a blocking thread; may wait for the kernel.
+    fn revoked(&self, items: &[Revoke]);
+    /// The node took every token of this client: drop everything cached.
+    fn reset(&self);
+}
+
+#[derive(Default)]
+pub(crate) struct TokenKeeper {
+    started: AtomicBool,
+    mount: RwLock<Option<Arc<dyn Invalidate>>>,
+}
+
+impl TokenKeeper {
+    pub(crate) fn set_mount(&self, m: Arc<dyn Invalidate>) {
+        match self.mount.write() {
+            Ok(mut g) => *g = Some(m),
+            Err(p) => *p.into_inner() = Some(m),
+        }
+    }
+
+    fn mount(&self) -> Option<Arc<dyn Invalidate>> {
+        match self.mount.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn not_started(&self) -> bool {
+        !self.started.load(Ordering::Acquire)
+    }
+
+    /// Starts one poll per metadata node of the file system unless started.
+    /// Call from within the runtime.
+    pub(crate) fn start(&self, client: &Arc<Client>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut by_node: BTreeMap<NodeId, ShardId> = BTreeMap::new();
+        for s in &client.fs_info().shards {
+            by_node.entry(s.node).or_insert(s.id);
+        }
+        for shard in by_node.into_values() {
+            tokio::spawn(poll(Arc::downgrade(client), shard));
+        }
+    }
+}
+
+async fn poll(me: Weak<Client>, shard: ShardId) {
+    let mut acked = 0u64;
+    loop {
+        let Some(client) = me.upgrade() else {
+            return;
+        };
+        let fs = client.fs_info().id;
+        let req = Request::Meta {
+            fs,
+            shard,
+            req: MetaRequest::Tokens {
+                ino: make_ino(shard, 1),
+                client: 0,
+                acked,
+                wait_ms: POLL_WAIT_MS,
+            },
+            cred: None,
+        };
+        let peer = client.cluster().shard_peer(client.fs_info(), shard);
+        // Not held while waiting: the client may go meanwhile.
+        drop(client);
+        let answer = match peer {
+            Ok(peer) => peer
+                .call(req, Bytes::new())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match answer {
+            Ok((Response::Revoked(r), _)) => {
+                let Some(client) = me.upgrade() else {
+                    return;
+                };
+                acked = r.seq;
+                apply(&client, r).await;
+            }
+            Ok((Response::Error(e), _)) if e.kind == ErrorKind::Unsupported => {
+                debug!(shard, "the node keeps no tokens; not polling it");
+                return;
+            }
+            Ok((other, _)) => {
+                warn!(shard, answer = ?other, "unexpected answer to a token poll");
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(e) => {
+                debug!(shard, error = %e, "token poll failed; retrying");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// Drops what `r` revokes, here and in the mount, before it is
+/// acknowledged.
+async fn apply(client: &Arc<Client>, r: Revocations) {
+    if !r.reset && r.items.is_empty() {
+        return;
+    }
+    if r.reset {
+        client.drop_all_cached();
+    }
+    for item in &r.items {
+        if let Revoke::Inode(ino) = item {
+            client.drop_cached(*ino);
+        }
+    }
+    let Some(mount) = client.tokens.mount() else {
+        return;
+    };
+    let done = tokio::task::spawn_blocking(move || {
+        if r.reset {
+            mount.reset();
+        }
+        mount.revoked(&r.items);
+    });
+    // The kernel drops an entry under its directory's lock, which an
+    // operation of this node in that directory may hold while it waits
+    // for the node that revoked (each waiting for the other): past a
+    // short wait the revocation is acknowledged and the kernel drops the
+    // entry as soon as that operation ends.
+    match tokio::time::timeout(KERNEL_WAIT, done).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => warn!(error = %e, "dropping revoked cache entries failed"),
+        Err(_) => {
+            debug!("the kernel is busy in a revoked entry's directory; acknowledged meanwhile")
+        }
+    }
+}

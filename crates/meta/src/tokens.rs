@@ -1,0 +1,570 @@
+//! Tokens: which client caches what, and revoking that before a change is
+//! answered (see [`weft_proto::token`] for what a client does with them).
+//!
+//! One [`Tokens`] table serves every shard of a node. A shard notes a token
+//! for the client it answers: on a directory entry (look-up, creation, each
+//! name of a listing), on an inode's attributes (any answer carrying them; a
+//! shard that reads another shard's inode for a client asks for the token
+//! there), and on an open file's data (until its close). Attribute and
+//! entry tokens last as long as the client's kernel may cache what they
+//! cover ([`HOLD`]); data tokens as long as the file is open.
+//!
+//! After a shard commits a change it revokes every other client's tokens on
+//! what the change touched: the revocation goes into each holder's queue,
+//! which the holder collects with a long poll (`MetaRequest::Tokens`) and
+//! acknowledges with its next one. The change is answered once every holder
+//! acknowledged, or after [`REVOKE_WAIT`]; a holder that did not answer by
+//! then loses all its tokens (it is told to drop everything when it next
+//! polls, and gets no tokens until then), so one dead client delays a change
+//! by at most that wait, once.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use weft_proto::token::{Revocations, Revoke};
+use weft_proto::types::{FsId, Ino};
+
+use crate::kv::Space;
+
+/// How long an attribute or entry token lasts: the kernel's attribute
+/// timeout (1 s) with a margin for the answer's way to the client.
+pub const HOLD: Duration = Duration::from_secs(2);
+/// How long a change waits for the holders to acknowledge a revocation.
+pub const REVOKE_WAIT: Duration = Duration::from_secs(2);
+/// The longest long poll a client may ask for.
+pub const MAX_POLL: Duration = Duration::from_secs(5);
+/// A client not heard of for this long is forgotten.
+const FORGET: Duration = Duration::from_secs(600);
+/// A client that has not polled for this long (and is not polling) is
+/// gone: its tokens go at the next change without waiting for it.
+const GONE: Duration = Duration::from_secs(3);
+/// Revocations queued for one client beyond which it is reset instead.
+const MAX_QUEUE: usize = 65_536;
+
+/// What a token covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Covers {
+    Attr(FsId, Ino),
+    Entry(FsId, Ino, Vec<u8>),
+}
+
+/// A token an answer gives its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// The attributes of an inode.
+    Attr(Ino),
+    /// One entry of a directory, present or not.
+    Entry(Ino, Vec<u8>),
+    /// The file is open: its attributes and data are cached until `Close`.
+    Open(Ino),
+    Close(Ino),
+}
+
+#[derive(Debug)]
+struct Holder {
+    client: u64,
+    until: Instant,
+    opens: u32,
+}
+
+#[derive(Debug)]
+struct Queue {
+    next_seq: u64,
+    acked: u64,
+    items: VecDeque<(u64, Revoke)>,
+    /// The last poll's start or end.
+    heard: Instant,
+    /// Polls under way.
+    polling: u32,
+    /// Lost its tokens; told so at its next poll.
+    reset: bool,
+}
+
+impl Queue {
+    fn new(now: Instant) -> Queue {
+        Queue {
+            next_seq: 1,
+            acked: 0,
+            items: VecDeque::new(),
+            heard: now,
+            polling: 0,
+            reset: false,
+        }
+    }
+
+    fn live(&self, now: Instant) -> bool {
+        !self.reset && (self.polling > 0 || now.saturating_duration_since(self.heard) < GONE)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    grants: HashMap<Covers, Vec<Holder>>,
+    clients: HashMap<(FsId, u64), Queue>,
+    swept: Option<Instant>,
+}
+
+impl State {
+    /// Drops expired tokens and forgotten clients, at most once per `HOLD`.
+    fn sweep(&mut self, now: Instant) {
+        if self.swept.is_some_and(|t| now.duration_since(t) < HOLD) {
+            return;
+        }
+        self.swept = Some(now);
+        self.grants.retain(|_, hs| {
+            hs.retain(|h| h.opens > 0 || h.until > now);
+            !hs.is_empty()
+        });
+        self.clients
+            .retain(|_, q| now.duration_since(q.heard) < FORGET);
+    }
+
+    /// Takes every token of `client`: it did not answer in time.
+    fn reset(&mut self, fs: FsId, client: u64) {
+        for (covers, hs) in self.grants.iter_mut() {
+            let (Covers::Attr(f, _) | Covers::Entry(f, _, _)) = covers;
+            if *f == fs {
+                hs.retain(|h| h.client != client);
+            }
+        }
+        if let Some(q) = self.clients.get_mut(&(fs, client)) {
+            q.reset = true;
+            q.items.clear();
+            q.acked = q.next_seq - 1;
+        }
+    }
+}
+
+/// The token table of a node (see the module header).
+pub struct Tokens {
+    state: Mutex<State>,
+    wake: Condvar,
+    wait: Duration,
+}
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Tokens::new(REVOKE_WAIT)
+    }
+}
+
+/// What revoking did, for metrics and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Revoked {
+    /// Clients sent a revocation.
+    pub clients: usize,
+    /// Clients that did not acknowledge in time and lost their tokens.
+    pub lost: usize,
+}
+
+impl Tokens {
+    /// A table whose changes wait `wait` for acknowledgements.
+    pub fn new(wait: Duration) -> Tokens {
+        Tokens {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            wait,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Notes the tokens an answer to `client` gives. A client that lost its
+    /// tokens gets none until it has polled.
+    pub fn grant(&self, fs: FsId, client: u64, grants: &[Grant]) {
+        if client == 0 || grants.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut st = self.lock();
+        st.sweep(now);
+        let q = st
+            .clients
+            .entry((fs, client))
+            .or_insert_with(|| Queue::new(now));
+        if q.reset {
+            return;
+        }
+        for g in grants {
+            let (covers, opens) = match g {
+                Grant::Attr(ino) => (Covers::Attr(fs, *ino), 0i32),
+                Grant::Entry(dir, name) => (Covers::Entry(fs, *dir, name.clone()), 0),
+                Grant::Open(ino) => (Covers::Attr(fs, *ino), 1),
+                Grant::Close(ino) => (Covers::Attr(fs, *ino), -1),
+            };
+            let hs = st.grants.entry(covers).or_default();
+            match hs.iter_mut().find(|h| h.client == client) {
+                Some(h) => {
+                    h.until = h.until.max(now + HOLD);
+                    h.opens = h.opens.saturating_add_signed(opens);
+                }
+                None => hs.push(Holder {
+                    client,
+                    until: now + HOLD,
+                    opens: opens.max(0) as u32,
+                }),
+            }
+        }
+    }
+
+    /// Whether a change by `client` may have to wait for another client
+    /// (some other client of `fs` holds tokens here).
+    pub fn others_hold(&self, fs: FsId, client: u64) -> bool {
+        let now = Instant::now();
+        self.lock()
+            .clients
+            .iter()
+            .any(|(&(f, c), q)| f == fs && c != client && q.live(now))
+    }
+
+    /// Revokes every token but `except`'s on what `items` name and waits
+    /// (up to the revocation wait) for the holders to acknowledge.
+    pub fn revoke(&self, fs: FsId, except: u64, items: &[Revoke]) -> Revoked {
+        if items.is_empty() {
+            return Revoked::default();
+        }
+        let now = Instant::now();
+        let mut st = self.lock();
+        let mut targets: HashMap<u64, u64> = HashMap::new();
+        for item in items {
+            let covers = match item {
+                Revoke::Inode(ino) => Covers::Attr(fs, *ino),
+                Revoke::Entry { parent, name } => Covers::Entry(fs, *parent, name.clone()),
+            };
+            let Some(hs) = st.grants.get_mut(&covers) else {
+                continue;
+            };
+            let mut to = Vec::new();
+            hs.retain(|h| {
+                let live = h.opens > 0 || h.until > now;
+                if live && h.client != except {
+                    to.push(h.client);
+                }
+                // An open file's token stays: the file is still open there.
+                h.opens > 0 || (live && h.client == except)
+            });
+            if hs.is_empty() {
+                st.grants.remove(&covers);
+            }
+            for client in to {
+                let Some(q) = st.clients.get_mut(&(fs, client)) else {
+                    continue;
+                };
+                if q.reset {
+                    continue;
+                }
+                if !q.live(now) {
+                    tracing::debug!(
+                        fs,
+                        client = format_args!("{client:016x}"),
+                        "a client that stopped polling loses its tokens"
+                    );
+                    st.reset(fs, client);
+                    continue;
+                }
+                let seq = q.next_seq;
+                q.next_seq += 1;
+                q.items.push_back((seq, item.clone()));
+                targets.insert(client, seq);
+                if q.items.len() > MAX_QUEUE {
+                    st.reset(fs, client);
+                    targets.remove(&client);
+                }
+            }
+        }
+        if targets.is_empty() {
+            return Revoked::default();
+        }
+        self.wake.notify_all();
+        let sent = targets.len();
+        let deadline = now + self.wait;
+        loop {
+            targets.retain(|client, seq| {
+                st.clients
+                    .get(&(fs, *client))
+                    .is_some_and(|q| !q.reset && q.acked < *seq)
+            });
+            let left = deadline.saturating_duration_since(Instant::now());
+            if targets.is_empty() || left.is_zero() {
+                break;
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        let lost = targets.len();
+        for client in targets.keys() {
+            tracing::warn!(
+                fs,
+                client = format_args!("{client:016x}"),
+                wait_ms = self.wait.as_millis() as u64,
+                "a client did not acknowledge a revocation in time; it loses its tokens"
+            );
+            st.reset(fs, *client);
+        }
+        Revoked {
+            clients: sent,
+            lost,
+        }
+    }
+
+    /// A client's long poll: acknowledges up to `acked`, then answers what
+    /// is queued for it, waiting up to `wait` (at most [`MAX_POLL`]) for
+    /// something when nothing is.
+    pub fn poll(&self, fs: FsId, client: u64, acked: u64, wait: Duration) -> Revocations {
+        let wait = wait.min(MAX_POLL);
+        let start = Instant::now();
+        let mut st = self.lock();
+        st.sweep(start);
+        let q = st
+            .clients
+            .entry((fs, client))
+            .or_insert_with(|| Queue::new(start));
+        q.heard = start;
+        q.polling += 1;
+        let out = self.poll_locked(st, fs, client, acked, start, wait);
+        let mut st = self.lock();
+        if let Some(q) = st.clients.get_mut(&(fs, client)) {
+            q.polling = q.polling.saturating_sub(1);
+            q.heard = Instant::now();
+        }
+        out
+    }
+
+    fn poll_locked(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        fs: FsId,
+        client: u64,
+        acked: u64,
+        start: Instant,
+        wait: Duration,
+    ) -> Revocations {
+        let Some(q) = st.clients.get_mut(&(fs, client)) else {
+            return Revocations::default();
+        };
+        if acked > q.acked && acked < q.next_seq {
+            q.acked = acked;
+            while q.items.front().is_some_and(|(s, _)| *s <= acked) {
+                q.items.pop_front();
+            }
+        }
+        if q.reset {
+            q.reset = false;
+            self.wake.notify_all();
+            return Revocations {
+                seq: q.acked,
+                reset: true,
+                items: Vec::new(),
+            };
+        }
+        self.wake.notify_all();
+        loop {
+            let Some(q) = st.clients.get(&(fs, client)) else {
+                return Revocations::default();
+            };
+            if let Some((seq, _)) = q.items.back() {
+                return Revocations {
+                    seq: *seq,
+                    reset: q.reset,
+                    items: q.items.iter().map(|(_, r)| r.clone()).collect(),
+                };
+            }
+            let left = wait.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Revocations {
+                    seq: q.acked,
+                    reset: false,
+                    items: Vec::new(),
+                };
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+}
+
+/// What a change to these keys (inode records, directory entries, extended
+/// attributes) makes clients drop; other key spaces are nobody's cache.
+///
+/// A directory whose entries the change adds or removes is not revoked for
+/// that: its own attributes (times, size, link count) follow its entries,
+/// and other clients see them within the attribute timeout. Otherwise two
+/// nodes creating in one directory would wait for each other at every
+/// create. A change to a directory's attributes alone (mode, owner, times
+/// set) is revoked like any inode's.
+pub(crate) fn revokes_of<'a>(keys: impl IntoIterator<Item = (Space, &'a [u8])>) -> Vec<Revoke> {
+    let ino_of =
+        |k: &[u8]| -> Option<Ino> { Some(u64::from_be_bytes(k.get(..8)?.try_into().ok()?)) };
+    let keys: Vec<(Space, &[u8])> = keys.into_iter().collect();
+    let listed: BTreeSet<Ino> = keys
+        .iter()
+        .filter(|(space, _)| *space == Space::Dirents)
+        .filter_map(|(_, k)| ino_of(k))
+        .collect();
+    let mut out = BTreeSet::new();
+    for (space, key) in keys {
+        match space {
+            Space::Inodes => {
+                if let Some(ino) = ino_of(key).filter(|i| !listed.contains(i)) {
+                    out.insert((ino, None));
+                }
+            }
+            Space::Xattrs => {
+                if let Some(ino) = ino_of(key) {
+                    out.insert((ino, None));
+                }
+            }
+            Space::Dirents => {
+                if let Some(parent) = ino_of(key) {
+                    out.insert((parent, Some(key[8..].to_vec())));
+                }
+            }
+            Space::Orphans | Space::Meta => {}
+        }
+    }
+    out.into_iter()
+        .map(|(ino, name)| match name {
+            None => Revoke::Inode(ino),
+            Some(name) => Revoke::Entry { parent: ino, name },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const FS: FsId = 1;
+
+    #[test]
+    fn a_change_waits_for_the_holder_and_spares_the_changer() {
+        let t = Arc::new(Tokens::new(Duration::from_secs(5)));
+        t.poll(FS, 7, 0, Duration::ZERO);
+        t.grant(FS, 7, &[Grant::Attr(10), Grant::Entry(1, b"a".to_vec())]);
+        t.grant(FS, 8, &[Grant::Attr(10)]);
+        let holder = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let got = t.poll(FS, 7, 0, Duration::from_secs(5));
+                assert_eq!(got.items, vec![Revoke::Inode(10)]);
+                std::thread::sleep(Duration::from_millis(100));
+                let acked_at = Instant::now();
+                t.poll(FS, 7, got.seq, Duration::ZERO);
+                acked_at
+            })
+        };
+        let r = t.revoke(FS, 8, &[Revoke::Inode(10)]);
+        let returned = Instant::now();
+        let acked_at = holder.join().unwrap();
+        assert!(returned >= acked_at, "the change returned before the ack");
+        assert_eq!(r.clients, 1);
+        assert_eq!(r.lost, 0);
+        // Revoked once: a second change finds no token.
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]), Revoked::default());
+    }
+
+    #[test]
+    fn a_silent_holder_loses_its_tokens_after_the_wait() {
+        let t = Tokens::new(Duration::from_millis(100));
+        t.grant(FS, 7, &[Grant::Attr(10), Grant::Attr(11)]);
+        let start = Instant::now();
+        let r = t.revoke(FS, 8, &[Revoke::Inode(10)]);
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        assert_eq!(r.lost, 1);
+        // Its other token went too, and it gets none until it polls.
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(11)]), Revoked::default());
+        t.grant(FS, 7, &[Grant::Attr(12)]);
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(12)]), Revoked::default());
+        let got = t.poll(FS, 7, 0, Duration::ZERO);
+        assert!(got.reset && got.items.is_empty());
+        t.grant(FS, 7, &[Grant::Attr(12)]);
+        let waiter = std::thread::spawn(move || t.revoke(FS, 8, &[Revoke::Inode(12)]));
+        let r = waiter.join().unwrap();
+        assert_eq!(r.lost, 1, "a token after the reset is revoked again");
+    }
+
+    #[test]
+    fn an_open_file_keeps_its_token_until_closed() {
+        let t = Arc::new(Tokens::new(Duration::from_millis(50)));
+        t.poll(FS, 7, 0, Duration::ZERO);
+        t.grant(FS, 7, &[Grant::Open(10)]);
+        let poller = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let mut acked = 0;
+                let mut seen = 0;
+                while seen < 2 {
+                    let got = t.poll(FS, 7, acked, Duration::from_secs(2));
+                    seen += got.items.len();
+                    acked = got.seq;
+                }
+                t.poll(FS, 7, acked, Duration::ZERO);
+            })
+        };
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]).lost, 0);
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]).lost, 0);
+        poller.join().unwrap();
+        t.grant(FS, 7, &[Grant::Close(10)]);
+        std::thread::sleep(Duration::from_millis(10));
+        let mut st = t.lock();
+        st.swept = None;
+        st.sweep(Instant::now() + HOLD);
+        assert!(st.grants.is_empty(), "{:?}", st.grants);
+    }
+
+    #[test]
+    fn changed_keys_name_inodes_and_entries() {
+        let (dir, file) = (5u64.to_be_bytes(), 9u64.to_be_bytes());
+        let entry = [&dir[..], b"a"].concat();
+        let xattr = [&file[..], b"user.x"].concat();
+        let got = revokes_of([
+            (Space::Inodes, &dir[..]),
+            (Space::Inodes, &file[..]),
+            (Space::Dirents, &entry[..]),
+            (Space::Xattrs, &xattr[..]),
+            (Space::Meta, b"next_ino"),
+        ]);
+        // The directory's own record changed with its entries: not revoked.
+        assert_eq!(
+            got,
+            vec![
+                Revoke::Entry {
+                    parent: 5,
+                    name: b"a".to_vec()
+                },
+                Revoke::Inode(9),
+            ]
+        );
+        assert_eq!(
+            revokes_of([(Space::Inodes, &dir[..])]),
+            vec![Revoke::Inode(5)]
+        );
+    }
+
+    #[test]
+    fn entry_tokens_are_per_name() {
+        let t = Tokens::new(Duration::from_millis(50));
+        t.grant(FS, 7, &[Grant::Entry(1, b"a".to_vec())]);
+        let other = Revoke::Entry {
+            parent: 1,
+            name: b"b".to_vec(),
+        };
+        assert_eq!(t.revoke(FS, 8, &[other]), Revoked::default());
+        let same = Revoke::Entry {
+            parent: 1,
+            name: b"a".to_vec(),
+        };
+        assert_eq!(t.revoke(FS, 8, &[same]).clients, 1);
+    }
+}

@@ -1,0 +1,178 @@
+//! Coherent caches between client nodes (network namespaces): a change
+//! made through one node's mount is seen through another's at once, not
+//! after the kernel's 1 s attribute timeout.
+//!
+//! - `changes_on_one_node_are_seen_on_another_at_once`: fs1 has 4 metadata
+//!   shards over s1..s3; clients c1 and c2 mount it. Each round, the
+//!   reading node first caches what it is about to be asked (stat, a
+//!   listing, the file's pages, an open descriptor), then the other node
+//!   creates, writes and closes, renames across directories (and shards),
+//!   changes modes and unlinks; right after each call returns, the reader
+//!   must see the change: stat, readdir, read through a new and through
+//!   the already open descriptor. The rounds alternate the two nodes'
+//!   parts. No client may lose its tokens (a revocation not acknowledged
+//!   in time is logged by the metadata node).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/netns.rs"]
+mod netns;
+#[path = "common/replica_cluster.rs"]
+mod replica_cluster;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Instant;
+
+use replica_cluster::{Boot, Clock, Cluster};
+
+const ROUNDS: usize = 12;
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn gone(p: &Path) -> bool {
+    matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// One round: `w` (the writer's mount) changes, `r` (the reader's) checks.
+fn round(i: usize, w: &Path, r: &Path) {
+    let (dw, ew) = (w.join(format!("d{}", i % 4)), w.join(format!("e{}", i % 4)));
+    let (dr, er) = (r.join(format!("d{}", i % 4)), r.join(format!("e{}", i % 4)));
+    let name = format!("f{i}");
+
+    // Create: the reader listed the directory and looked for the name.
+    assert!(!names(&dr).contains(&name));
+    assert!(gone(&dr.join(&name)));
+    std::fs::write(dw.join(&name), b"one").unwrap();
+    let seen = std::fs::metadata(dr.join(&name))
+        .unwrap_or_else(|e| panic!("round {i}: created file not seen: {e}"));
+    assert_eq!(seen.len(), 3, "round {i}: size after create");
+    assert!(
+        names(&dr).contains(&name),
+        "round {i}: listing after create"
+    );
+    assert_eq!(std::fs::read(dr.join(&name)).unwrap(), b"one");
+
+    // Write and close: the reader has the attributes, the pages and an
+    // open descriptor.
+    let mut held = std::fs::File::open(dr.join(&name)).unwrap();
+    let mut buf = String::new();
+    held.read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, "one");
+    assert_eq!(std::fs::metadata(dr.join(&name)).unwrap().len(), 3);
+    let text = format!("two, written in round {i}");
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(dw.join(&name))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+    let m = std::fs::metadata(dr.join(&name)).unwrap();
+    let mw = std::fs::metadata(dw.join(&name)).unwrap();
+    assert_eq!(
+        m.len(),
+        text.len() as u64,
+        "round {i}: size after write-close"
+    );
+    assert_eq!(
+        (m.mtime(), m.mtime_nsec()),
+        (mw.mtime(), mw.mtime_nsec()),
+        "round {i}: mtime after write-close"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dr.join(&name)).unwrap(),
+        text,
+        "round {i}: read after write-close"
+    );
+    held.seek(SeekFrom::Start(0)).unwrap();
+    buf.clear();
+    held.read_to_string(&mut buf).unwrap();
+    assert_eq!(buf, text, "round {i}: read through the open descriptor");
+    drop(held);
+
+    // Rename into the other directory (another shard for most rounds).
+    assert_eq!(
+        std::fs::metadata(dr.join(&name)).unwrap().len(),
+        text.len() as u64
+    );
+    let _ = names(&er);
+    let moved = format!("g{i}");
+    std::fs::rename(dw.join(&name), ew.join(&moved)).unwrap();
+    assert!(gone(&dr.join(&name)), "round {i}: old name after rename");
+    assert!(!names(&dr).contains(&name), "round {i}: old listing");
+    assert!(names(&er).contains(&moved), "round {i}: new listing");
+    assert_eq!(std::fs::read_to_string(er.join(&moved)).unwrap(), text);
+
+    // Mode change.
+    assert_eq!(
+        std::fs::metadata(er.join(&moved))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o644
+    );
+    std::fs::set_permissions(ew.join(&moved), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        std::fs::metadata(er.join(&moved))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600,
+        "round {i}: mode after chmod"
+    );
+
+    // Unlink.
+    std::fs::remove_file(ew.join(&moved)).unwrap();
+    assert!(gone(&er.join(&moved)), "round {i}: name after unlink");
+    assert!(
+        !names(&er).contains(&moved),
+        "round {i}: listing after unlink"
+    );
+}
+
+#[test]
+fn changes_on_one_node_are_seen_on_another_at_once() {
+    let clock = Clock(Instant::now());
+    let opts = Boot {
+        meta_on: &["s1", "s2", "s3"],
+        meta_shards: Some(4),
+        ..Boot::default()
+    };
+    let Some(c) = Cluster::boot_opts("coh", &["c1", "c2"], 1, &clock, &opts) else {
+        return;
+    };
+    let (m1, m2) = (c.mount("c1"), c.mount("c2"));
+    std::fs::set_permissions(&m1, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for d in 0..4 {
+        std::fs::create_dir(m1.join(format!("d{d}"))).unwrap();
+        std::fs::create_dir(m1.join(format!("e{d}"))).unwrap();
+    }
+    clock.say("directories made");
+    for i in 0..ROUNDS {
+        if i % 2 == 0 {
+            round(i, &m1, &m2);
+        } else {
+            round(i, &m2, &m1);
+        }
+    }
+    clock.say(&format!("{ROUNDS} rounds, each change seen at once"));
+    for host in ["q1", "s1", "s2", "s3"] {
+        let lost = c.log_lines(host, &["did not acknowledge a revocation"]);
+        assert!(
+            lost.is_empty(),
+            "a client lost its tokens on {host}: {lost:?}"
+        );
+    }
+}
