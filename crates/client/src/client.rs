@@ -87,6 +87,10 @@ pub struct ClientConfig {
     pub prefetch_blocks: u32,
     /// Gather writes in memory and write full blocks in the background.
     pub write_behind: bool,
+    /// Take part in tokens (see `tokens`): poll the metadata nodes for what
+    /// they revoke, and so get tokens. Off, nothing this client caches is
+    /// revoked and no change waits for it.
+    pub tokens: bool,
 }
 
 impl Default for ClientConfig {
@@ -95,6 +99,7 @@ impl Default for ClientConfig {
             pagepool: 1 << 30,
             prefetch_blocks: 8,
             write_behind: true,
+            tokens: true,
         }
     }
 }
@@ -240,13 +245,10 @@ impl Client {
         req: MetaRequest,
         data: Bytes,
     ) -> Result<(Response, Bytes), ClientError> {
-        if let Some(me) = self
-            .tokens
-            .not_started()
-            .then(|| self.me.upgrade())
-            .flatten()
-        {
-            self.tokens.start(&me);
+        if self.config.tokens && self.tokens.not_started() {
+            if let Some(me) = self.me.upgrade() {
+                self.tokens.start(&me).await;
+            }
         }
         let peer = self.meta_peer(route)?;
         Ok(peer

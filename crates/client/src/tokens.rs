@@ -3,8 +3,10 @@
 //! revoke from this client; the client drops the revoked inodes' cached
 //! blocks, hands the revocations to the mount (which drops the kernel's
 //! cached attributes, entries and pages), and acknowledges them with its
-//! next poll. The tasks start with the client's first metadata request and
-//! end with the client.
+//! next poll. The tasks start with the client's first metadata request
+//! (which waits for the nodes to hear the first poll: they give tokens only
+//! to clients that poll them) and end with the client. A client made with
+//! `ClientConfig::tokens` off does not poll and gets no tokens.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,9 @@ const POLL_WAIT_MS: u32 = 1000;
 /// How long an acknowledgement waits for the kernel to drop what was
 /// revoked (see `apply`).
 const KERNEL_WAIT: Duration = Duration::from_millis(100);
+/// How long a client's first metadata request waits for the metadata
+/// nodes to hear its first poll.
+const FIRST_POLL_WAIT: Duration = Duration::from_secs(2);
 /// Pause after a failed poll.
 const RETRY: Duration = Duration::from_millis(200);
 
@@ -61,9 +66,11 @@ impl TokenKeeper {
         !self.started.load(Ordering::Acquire)
     }
 
-    /// Starts one poll per metadata node of the file system unless started.
-    /// Call from within the runtime.
-    pub(crate) fn start(&self, client: &Arc<Client>) {
+    /// Starts one poll per metadata node of the file system unless started,
+    /// and waits (up to [`FIRST_POLL_WAIT`]) for each node to have heard
+    /// the first: a node gives tokens only to clients that poll it, so what
+    /// the caller is about to cache is covered.
+    pub(crate) async fn start(&self, client: &Arc<Client>) {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -71,13 +78,21 @@ impl TokenKeeper {
         for s in &client.fs_info().shards {
             by_node.entry(s.node).or_insert(s.id);
         }
+        let mut heard = Vec::new();
         for shard in by_node.into_values() {
-            tokio::spawn(poll(Arc::downgrade(client), shard));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            heard.push(rx);
+            tokio::spawn(poll(Arc::downgrade(client), shard, tx));
+        }
+        for rx in heard {
+            // A node that does not answer is polled on in the background.
+            let _ = tokio::time::timeout(FIRST_POLL_WAIT, rx).await;
         }
     }
 }
 
-async fn poll(me: Weak<Client>, shard: ShardId) {
+async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sender<()>) {
+    let mut first = Some(first);
     let mut acked = 0u64;
     loop {
         let Some(client) = me.upgrade() else {
@@ -91,7 +106,8 @@ async fn poll(me: Weak<Client>, shard: ShardId) {
                 ino: make_ino(shard, 1),
                 client: 0,
                 acked,
-                wait_ms: POLL_WAIT_MS,
+                // The first poll only registers.
+                wait_ms: if first.is_some() { 0 } else { POLL_WAIT_MS },
             },
             cred: None,
         };
@@ -105,6 +121,9 @@ async fn poll(me: Weak<Client>, shard: ShardId) {
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
+        if let Some(tx) = first.take() {
+            let _ = tx.send(());
+        }
         match answer {
             Ok((Response::Revoked(r), _)) => {
                 let Some(client) = me.upgrade() else {

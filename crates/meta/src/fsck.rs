@@ -8,8 +8,7 @@
 //! and exactly one entry names it, from the directory its parent pointer
 //! says); an inode no entry names is on its shard's orphan list, and an
 //! orphan has no entry; every inode sits on the shard its number names.
-//! Chunk references (that every block of a file exists on its chain) are
-//! not checked here.
+//! [`chunks`] checks the chunks the NSDs hold against the inodes.
 //!
 //! [`check`] changes nothing. Each finding may carry a repair: changes to
 //! one shard's records and the records they were decided on ([`repairs`]
@@ -30,6 +29,8 @@ use weft_proto::types::{ino_shard, FileKind, Ino, ShardId, ROOT_INO};
 use crate::inode::Inode;
 use crate::kv::encode_entry;
 use crate::schema::{kind_code, kind_from_code, split_child_key};
+
+pub mod chunks;
 
 /// The records of one shard, as its tables hold them (keys and values in
 /// the shard's own form).

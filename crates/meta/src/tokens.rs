@@ -65,7 +65,9 @@ pub enum Grant {
 struct Holder {
     client: u64,
     until: Instant,
-    opens: u32,
+    /// The client has the file open (the shard counts a client's opens
+    /// once, until its last close).
+    open: bool,
 }
 
 #[derive(Debug)]
@@ -113,7 +115,7 @@ impl State {
         }
         self.swept = Some(now);
         self.grants.retain(|_, hs| {
-            hs.retain(|h| h.opens > 0 || h.until > now);
+            hs.retain(|h| h.open || h.until > now);
             !hs.is_empty()
         });
         self.clients
@@ -175,8 +177,9 @@ impl Tokens {
         }
     }
 
-    /// Notes the tokens an answer to `client` gives. A client that lost its
-    /// tokens gets none until it has polled.
+    /// Notes the tokens an answer to `client` gives. Only clients that poll
+    /// get tokens (one that never polls caches nothing a change must wait
+    /// for); one that lost its tokens gets none until it has polled again.
     pub fn grant(&self, fs: FsId, client: u64, grants: &[Grant]) {
         if client == 0 || grants.is_empty() {
             return;
@@ -184,30 +187,28 @@ impl Tokens {
         let now = Instant::now();
         let mut st = self.lock();
         st.sweep(now);
-        let q = st
-            .clients
-            .entry((fs, client))
-            .or_insert_with(|| Queue::new(now));
-        if q.reset {
-            return;
+        match st.clients.get(&(fs, client)) {
+            Some(q) if !q.reset => {}
+            _ => return,
         }
         for g in grants {
-            let (covers, opens) = match g {
-                Grant::Attr(ino) => (Covers::Attr(fs, *ino), 0i32),
-                Grant::Entry(dir, name) => (Covers::Entry(fs, *dir, name.clone()), 0),
-                Grant::Open(ino) => (Covers::Attr(fs, *ino), 1),
-                Grant::Close(ino) => (Covers::Attr(fs, *ino), -1),
+            // Some(open) for an open or a close: the open flag it sets.
+            let (covers, open) = match g {
+                Grant::Attr(ino) => (Covers::Attr(fs, *ino), None),
+                Grant::Entry(dir, name) => (Covers::Entry(fs, *dir, name.clone()), None),
+                Grant::Open(ino) => (Covers::Attr(fs, *ino), Some(true)),
+                Grant::Close(ino) => (Covers::Attr(fs, *ino), Some(false)),
             };
             let hs = st.grants.entry(covers).or_default();
             match hs.iter_mut().find(|h| h.client == client) {
                 Some(h) => {
                     h.until = h.until.max(now + HOLD);
-                    h.opens = h.opens.saturating_add_signed(opens);
+                    h.open = open.unwrap_or(h.open);
                 }
                 None => hs.push(Holder {
                     client,
                     until: now + HOLD,
-                    opens: opens.max(0) as u32,
+                    open: open.unwrap_or(false),
                 }),
             }
         }
@@ -242,12 +243,12 @@ impl Tokens {
             };
             let mut to = Vec::new();
             hs.retain(|h| {
-                let live = h.opens > 0 || h.until > now;
+                let live = h.open || h.until > now;
                 if live && h.client != except {
                     to.push(h.client);
                 }
                 // An open file's token stays: the file is still open there.
-                h.opens > 0 || (live && h.client == except)
+                h.open || (live && h.client == except)
             });
             if hs.is_empty() {
                 st.grants.remove(&covers);
@@ -452,6 +453,7 @@ mod tests {
         let t = Arc::new(Tokens::new(Duration::from_secs(5)));
         t.poll(FS, 7, 0, Duration::ZERO);
         t.grant(FS, 7, &[Grant::Attr(10), Grant::Entry(1, b"a".to_vec())]);
+        t.poll(FS, 8, 0, Duration::ZERO);
         t.grant(FS, 8, &[Grant::Attr(10)]);
         let holder = {
             let t = t.clone();
@@ -477,6 +479,10 @@ mod tests {
     #[test]
     fn a_silent_holder_loses_its_tokens_after_the_wait() {
         let t = Tokens::new(Duration::from_millis(100));
+        // Not polling yet: no tokens.
+        t.grant(FS, 7, &[Grant::Attr(10)]);
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]), Revoked::default());
+        t.poll(FS, 7, 0, Duration::ZERO);
         t.grant(FS, 7, &[Grant::Attr(10), Grant::Attr(11)]);
         let start = Instant::now();
         let r = t.revoke(FS, 8, &[Revoke::Inode(10)]);
@@ -498,6 +504,8 @@ mod tests {
     fn an_open_file_keeps_its_token_until_closed() {
         let t = Arc::new(Tokens::new(Duration::from_millis(50)));
         t.poll(FS, 7, 0, Duration::ZERO);
+        // Opened twice (a client's opens count once), closed once.
+        t.grant(FS, 7, &[Grant::Open(10)]);
         t.grant(FS, 7, &[Grant::Open(10)]);
         let poller = {
             let t = t.clone();
@@ -555,6 +563,7 @@ mod tests {
     #[test]
     fn entry_tokens_are_per_name() {
         let t = Tokens::new(Duration::from_millis(50));
+        t.poll(FS, 7, 0, Duration::ZERO);
         t.grant(FS, 7, &[Grant::Entry(1, b"a".to_vec())]);
         let other = Revoke::Entry {
             parent: 1,

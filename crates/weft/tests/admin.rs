@@ -331,3 +331,67 @@ fn the_replicas_of_a_running_file_system_change() {
     assert!(std::fs::read(w.m("big")).unwrap() == data, "reads back");
     w.stop();
 }
+
+/// `weft fsck` checks the chunks the NSDs hold against the inodes: a copy
+/// of a file's chunks under an inode number no file has (made by copying its
+/// chunk directory on a directory NSD while the daemon is stopped) is
+/// reported naming the inode, `--repair` deletes it and leaves the real
+/// file whole, and a second check is clean.
+#[test]
+fn fsck_finds_and_deletes_chunks_of_no_file() {
+    let td = test_dir("fsck-chunks");
+    let mut w = WeftUp::start("fsck-chunks", td.path(), &[]);
+    if std::env::var_os("WEFT_TEST_NSD_TYPE").is_some() {
+        // The copy below is of a directory NSD's chunk files.
+        w.stop();
+        return;
+    }
+    let data = pattern(11, 6 * MIB);
+    std::fs::write(w.m("f"), &data).unwrap();
+    let ino = ino_of(&w.m("f"));
+    let clean = ok("weft fsck", &w.admin(&["fsck", "fs0"]));
+    assert!(clean.contains("no problems found"), "{clean}");
+    assert!(clean.contains("chunk copies on 4 NSDs"), "{clean}");
+    w.stop();
+    let chunks = chunk_files(&w.data, ino);
+    assert!(!chunks.is_empty());
+    // <ino>.<gen> → <ino + 256>.<gen> in the same hash directory.
+    let stray = ino + 256;
+    let mut copied = BTreeMap::new();
+    for c in &chunks {
+        let dir = c.path.parent().unwrap();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let gen = name.split('.').nth(1).unwrap();
+        let to = dir.with_file_name(format!("{stray:016x}.{gen}"));
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(&c.path, to.join(c.path.file_name().unwrap())).unwrap();
+        *copied.entry(c.nsd.clone()).or_insert(0) += 1;
+    }
+    w.restart();
+    let found = w.admin(&["fsck", "fs0"]);
+    assert!(!found.status.success(), "{}", show(&found));
+    let out = stdout(&found);
+    assert!(
+        out.contains(&format!("chunks of inode {stray} generation"))
+            && out.contains("belong to no file"),
+        "{out}"
+    );
+    let repaired = ok("weft fsck --repair", &w.admin(&["fsck", "fs0", "--repair"]));
+    assert!(
+        repaired.contains("repaired: deleted the chunks of inode"),
+        "{repaired}"
+    );
+    assert!(chunk_files(&w.data, stray).is_empty(), "stray chunks left");
+    let again = ok("weft fsck", &w.admin(&["fsck", "fs0"]));
+    assert!(again.contains("no problems found"), "{again}");
+    assert_eq!(
+        std::fs::read(w.m("f")).unwrap(),
+        data,
+        "the real file is whole"
+    );
+    report(&format!(
+        "[fsck-chunks] {} stray chunk copies on {copied:?} found and deleted",
+        chunks.len()
+    ));
+    w.stop();
+}

@@ -806,6 +806,10 @@ fn client_of(world: &Arc<World>, name: &str) -> Result<Arc<Client>, String> {
     let cluster = Cluster::with_pool(pool(world, name), world.config());
     let cfg = ClientConfig {
         pagepool: 16 << 20,
+        // The simulated network serves requests on the one runtime thread:
+        // a long poll would stop the world (and nothing here caches across
+        // calls the way a mount's kernel does).
+        tokens: false,
         ..ClientConfig::default()
     };
     Client::with_config(cluster, "fs1", cfg).map_err(|e| format!("client: {e}"))

@@ -1,18 +1,20 @@
 //! `weft meta list FS` (the metadata shards: where each is served, whether
 //! it answers, what it holds) and `weft fsck FS` (the metadata checks of
 //! `weft_meta::fsck` over every shard's records, read with shard-to-shard
-//! scans; reports, and with `--repair` commits the repairs of
-//! `weft_meta::fsck::repairs` shard by shard).
+//! scans, and the chunk references of `fsck_chunks`; reports, and with
+//! `--repair` commits the repairs of `weft_meta::fsck::repairs` shard by
+//! shard and deletes chunks that belong to no file).
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use weft_client::Cluster;
-use weft_meta::fsck::{self, ShardRecords};
+use weft_meta::fsck::{self, chunks, ShardRecords};
 use weft_proto::config::FsInfo;
 use weft_proto::shard::{KvScan, ShardOp, ShardReply, Space};
 use weft_proto::types::ShardId;
 use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
+use super::fsck_chunks;
 use crate::admin;
 use crate::Target;
 
@@ -30,8 +32,9 @@ pub struct FsckArgs {
     name: String,
     /// Repair what can be repaired (link counts, parent pointers, unnamed
     /// inodes put on the orphan list, entries naming no inode, orphan
-    /// records); each shard's repairs commit only if the records they were
-    /// decided on are unchanged. Run it while the file system is quiet.
+    /// records, chunks that belong to no file); each shard's repairs commit
+    /// only if the records they were decided on are unchanged. Run it while
+    /// the file system is quiet.
     #[arg(long)]
     repair: bool,
     #[command(flatten)]
@@ -41,7 +44,7 @@ pub struct FsckArgs {
 /// Records read per scan request.
 const PAGE: u32 = 4096;
 
-async fn call(
+pub(super) async fn call(
     cluster: &Cluster,
     fs: &FsInfo,
     shard: ShardId,
@@ -192,16 +195,19 @@ pub fn fsck(args: FsckArgs) -> Result<()> {
     let report = rt.block_on(async {
         let (cluster, client) = admin::client(&args.target, &args.name).await?;
         let fs = client.fs_info().clone();
+        // Chunks before inodes: a file made meanwhile has its inode before
+        // its chunks, so it is never taken for a stray.
+        let scan = fsck_chunks::list(&cluster, &fs).await?;
         let mut round = 0;
-        loop {
+        let (mut report, shards) = loop {
             let shards = records(&cluster, &fs).await?;
             let report = fsck::check(&shards);
             if !args.repair || report.problems.is_empty() || round == REPAIR_ROUNDS {
-                return anyhow::Ok(report);
+                break (report, shards);
             }
             let fixes = fsck::repairs(&shards);
             if fixes.is_empty() {
-                return anyhow::Ok(report);
+                break (report, shards);
             }
             let base = fsck::REPAIR_TXID_BASE
                 | (std::time::SystemTime::now()
@@ -222,12 +228,29 @@ pub fn fsck(args: FsckArgs) -> Result<()> {
                 }
             }
             round += 1;
+        };
+        for stray in chunks::stray_chunks(&shards, &scan.chunks) {
+            if args.repair && fsck_chunks::delete(&cluster, &fs, &stray).await? {
+                println!("repaired: deleted the {}", stray.describe());
+            } else {
+                report.problems.push(stray.describe());
+            }
         }
+        anyhow::Ok((report, scan))
     })?;
+    let (report, scan) = report;
     println!(
         "weft fsck {}: {} inodes ({} directories, {} orphans waiting to be freed), {} entries",
         args.name, report.inodes, report.directories, report.orphans, report.entries
     );
+    println!(
+        "{} chunk copies on {} NSDs checked against the inodes",
+        scan.chunks.len(),
+        scan.nsds - scan.unlisted.len()
+    );
+    for u in &scan.unlisted {
+        println!("not checked: {u}");
+    }
     if report.problems.is_empty() {
         println!("no problems found");
         return Ok(());

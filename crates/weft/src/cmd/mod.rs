@@ -3,6 +3,7 @@
 pub mod df;
 pub mod disk;
 pub mod fs_show;
+mod fsck_chunks;
 pub mod health;
 pub mod meta;
 pub mod nsd_check;
