@@ -171,8 +171,6 @@ pub fn is_chain_write(r: &weft_proto::NsdRequest) -> bool {
     matches!(r, weft_proto::NsdRequest::Write { forward, .. } if !forward.is_empty())
 }
 
-/// `req` as made by the client `from`: every client id a metadata request
-/// carries (locks, opens, commits) is the one its connection authenticated.
 /// Whether `req` changes no record (so it revokes no token).
 fn reads_only(req: &MetaRequest) -> bool {
     matches!(
@@ -189,6 +187,8 @@ fn reads_only(req: &MetaRequest) -> bool {
     )
 }
 
+/// `req` as made by the client `from`: every client id a metadata request
+/// carries (locks, opens, commits) is the one its connection authenticated.
 fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
     use MetaRequest as M;
     match req {
@@ -344,23 +344,19 @@ impl Handler for Node {
         let m = self.meta_server(*fs, *shard)?;
         // Each of these changes nothing before its first transaction.
         let fits = !m.spec().durable
-            && matches!(
-                req,
-                MetaRequest::Lookup { .. }
-                    | MetaRequest::GetAttr { .. }
-                    | MetaRequest::ReadDir { .. }
-                    | MetaRequest::ReadLink { .. }
-                    | MetaRequest::GetXattr { .. }
-                    | MetaRequest::ListXattr { .. }
-                    | MetaRequest::Create { .. }
-                    | MetaRequest::CreateMasked { .. }
-                    | MetaRequest::Unlink { .. }
-                    | MetaRequest::Opened { .. }
-                    | MetaRequest::SetAttr { .. }
-                    | MetaRequest::TouchAtime { .. }
-                    | MetaRequest::ReadInline { .. }
-                    | MetaRequest::WriteInline { .. }
-            );
+            && match req {
+                // Gathered from every shard.
+                MetaRequest::Counters | MetaRequest::Orphans => false,
+                r if reads_only(r) => true,
+                MetaRequest::Create { .. }
+                | MetaRequest::CreateMasked { .. }
+                | MetaRequest::Unlink { .. }
+                | MetaRequest::Opened { .. }
+                | MetaRequest::SetAttr { .. }
+                | MetaRequest::TouchAtime { .. }
+                | MetaRequest::WriteInline { .. } => true,
+                _ => false,
+            };
         if !fits || self.may_wait_for_others(*fs, from, req) {
             return None;
         }

@@ -39,6 +39,17 @@ use replica_cluster::{Boot, Clock, Cluster};
 
 const ROUNDS: usize = 12;
 
+/// fs1 with `-r replicas` and 4 metadata shards over s1..s3, mounted on
+/// clients c1 and c2.
+fn boot(tag: &str, replicas: usize, clock: &Clock) -> Option<Cluster> {
+    let opts = Boot {
+        meta_on: &["s1", "s2", "s3"],
+        meta_shards: Some(4),
+        ..Boot::default()
+    };
+    Cluster::boot_opts(tag, &["c1", "c2"], replicas, clock, &opts)
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -155,12 +166,7 @@ fn round(i: usize, w: &Path, r: &Path) {
 #[test]
 fn changes_on_one_node_are_seen_on_another_at_once() {
     let clock = Clock(Instant::now());
-    let opts = Boot {
-        meta_on: &["s1", "s2", "s3"],
-        meta_shards: Some(4),
-        ..Boot::default()
-    };
-    let Some(c) = Cluster::boot_opts("coh", &["c1", "c2"], 1, &clock, &opts) else {
+    let Some(c) = boot("coh", 1, &clock) else {
         return;
     };
     let (m1, m2) = (c.mount("c1"), c.mount("c2"));
@@ -231,12 +237,7 @@ fn check_ior(data: &[u8], what: &str, records: u64, len: usize) {
 #[test]
 fn shared_file_writes_from_two_nodes_read_back_exactly() {
     let clock = Clock(Instant::now());
-    let opts = Boot {
-        meta_on: &["s1", "s2", "s3"],
-        meta_shards: Some(4),
-        ..Boot::default()
-    };
-    let Some(c) = Cluster::boot_opts("ior2", &["c1", "c2"], 2, &clock, &opts) else {
+    let Some(c) = boot("ior2", 2, &clock) else {
         return;
     };
     let (m1, m2) = (c.mount("c1"), c.mount("c2"));
