@@ -6,7 +6,9 @@
 //! next poll. The tasks start with the client's first metadata request
 //! (which waits for the nodes to hear the first poll: they give tokens only
 //! to clients that poll them) and end with the client. A client made with
-//! `ClientConfig::tokens` off does not poll and gets no tokens.
+//! `ClientConfig::tokens` off does not poll and gets no tokens. When the
+//! client goes, each task tells its node (`leave`), so no change waits for
+//! a client that is gone.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,9 +17,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tracing::{debug, warn};
+use weft_net::Peer;
 use weft_proto::msg::MetaRequest;
 use weft_proto::token::{Revocations, Revoke};
-use weft_proto::types::{make_ino, NodeId, ShardId};
+use weft_proto::types::{make_ino, FsId, NodeId, ShardId};
 use weft_proto::{ErrorKind, Request, Response};
 
 use crate::client::Client;
@@ -94,31 +97,33 @@ impl TokenKeeper {
 async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sender<()>) {
     let mut first = Some(first);
     let mut acked = 0u64;
+    // The node last polled, told when the client goes.
+    let mut last: Option<(Arc<Peer>, FsId)> = None;
     loop {
         let Some(client) = me.upgrade() else {
+            if let Some((peer, fs)) = last {
+                leave(&peer, fs, shard, acked).await;
+            }
             return;
         };
         let fs = client.fs_info().id;
-        let req = Request::Meta {
+        let req = tokens_request(
             fs,
             shard,
-            req: MetaRequest::Tokens {
-                ino: make_ino(shard, 1),
-                client: 0,
-                acked,
-                // The first poll only registers.
-                wait_ms: if first.is_some() { 0 } else { POLL_WAIT_MS },
-            },
-            cred: None,
-        };
+            acked,
+            if first.is_some() { 0 } else { POLL_WAIT_MS },
+            false,
+        );
         let peer = client.cluster().shard_peer(client.fs_info(), shard);
         // Not held while waiting: the client may go meanwhile.
         drop(client);
         let answer = match peer {
-            Ok(peer) => peer
-                .call(req, Bytes::new())
-                .await
-                .map_err(|e| e.to_string()),
+            Ok(peer) => {
+                last = Some((peer.clone(), fs));
+                peer.call(req, Bytes::new())
+                    .await
+                    .map_err(|e| e.to_string())
+            }
             Err(e) => Err(e.to_string()),
         };
         if let Some(tx) = first.take() {
@@ -126,11 +131,10 @@ async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sen
         }
         match answer {
             Ok((Response::Revoked(r), _)) => {
-                let Some(client) = me.upgrade() else {
-                    return;
-                };
                 acked = r.seq;
-                apply(&client, r).await;
+                if let Some(client) = me.upgrade() {
+                    apply(&client, r).await;
+                }
             }
             Ok((Response::Error(e), _)) if e.kind == ErrorKind::Unsupported => {
                 debug!(shard, "the node keeps no tokens; not polling it");
@@ -145,6 +149,31 @@ async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sen
                 tokio::time::sleep(RETRY).await;
             }
         }
+    }
+}
+
+fn tokens_request(fs: FsId, shard: ShardId, acked: u64, wait_ms: u32, leave: bool) -> Request {
+    Request::Meta {
+        fs,
+        shard,
+        req: MetaRequest::Tokens {
+            ino: make_ino(shard, 1),
+            client: 0,
+            acked,
+            // The first poll only registers.
+            wait_ms,
+            leave,
+        },
+        cred: None,
+    }
+}
+
+/// Tells the node this client is gone (unmounted, dropped), so no change
+/// waits for it to acknowledge.
+async fn leave(peer: &Peer, fs: FsId, shard: ShardId, acked: u64) {
+    let req = tokens_request(fs, shard, acked, 0, true);
+    if let Err(e) = peer.call(req, Bytes::new()).await {
+        debug!(shard, error = %e, "could not tell the node this client is gone");
     }
 }
 

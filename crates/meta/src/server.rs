@@ -619,6 +619,17 @@ impl MetaServer {
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),
             MetaRequest::Tokens {
                 client,
+                leave: true,
+                ..
+            } => match self.tokens() {
+                Some(t) => {
+                    t.leave(self.spec.fs, client);
+                    Response::Revoked(Default::default())
+                }
+                None => Response::Revoked(Default::default()),
+            },
+            MetaRequest::Tokens {
+                client,
                 acked,
                 wait_ms,
                 ..

@@ -316,6 +316,19 @@ impl Tokens {
         }
     }
 
+    /// A client that goes: its tokens and queue are dropped, and changes
+    /// waiting for it go on. Ignored while a poll of the same id is under
+    /// way: a new client of the same process (a remount) took its place.
+    pub fn leave(&self, fs: FsId, client: u64) {
+        let mut st = self.lock();
+        if st.clients.get(&(fs, client)).is_some_and(|q| q.polling > 0) {
+            return;
+        }
+        st.reset(fs, client);
+        st.clients.remove(&(fs, client));
+        self.wake.notify_all();
+    }
+
     /// A client's long poll: acknowledges up to `acked`, then answers what
     /// is queued for it, waiting up to `wait` (at most [`MAX_POLL`]) for
     /// something when nothing is.
@@ -498,6 +511,27 @@ mod tests {
         let waiter = std::thread::spawn(move || t.revoke(FS, 8, &[Revoke::Inode(12)]));
         let r = waiter.join().unwrap();
         assert_eq!(r.lost, 1, "a token after the reset is revoked again");
+    }
+
+    #[test]
+    fn a_client_that_leaves_is_not_waited_for() {
+        let t = Arc::new(Tokens::new(Duration::from_secs(5)));
+        t.poll(FS, 7, 0, Duration::ZERO);
+        t.grant(FS, 7, &[Grant::Attr(10)]);
+        let change = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                (t.revoke(FS, 8, &[Revoke::Inode(10)]), start.elapsed())
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        t.leave(FS, 7);
+        let (r, took) = change.join().unwrap();
+        assert_eq!((r.clients, r.lost), (1, 0));
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        t.grant(FS, 7, &[Grant::Attr(10)]);
+        assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]), Revoked::default());
     }
 
     #[test]

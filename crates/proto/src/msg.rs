@@ -453,6 +453,8 @@ pub enum MetaRequest {
         client: u64,
         acked: u64,
         wait_ms: u32,
+        /// The client is going: the node drops its tokens and queue.
+        leave: bool,
     },
 }
 

@@ -210,12 +210,14 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             ino,
             acked,
             wait_ms,
+            leave,
             ..
         } => M::Tokens {
             ino,
             client: from,
             acked,
             wait_ms,
+            leave,
         },
         M::Opened { ino, .. } => M::Opened { ino, client: from },
         M::Closed { ino, .. } => M::Closed { ino, client: from },

@@ -12,6 +12,10 @@
 //!   the already open descriptor. The rounds alternate the two nodes'
 //!   parts. No client may lose its tokens (a revocation not acknowledged
 //!   in time is logged by the metadata node).
+//! - `a_client_that_unmounted_is_not_waited_for`: c1 writes a file (its
+//!   client holds tokens on it), unmounts and mounts again, reads the file
+//!   and c2 changes its mode: the client that went told the nodes, so no
+//!   change waits for it (a node logs a client that fails to acknowledge).
 //! - `shared_file_writes_from_two_nodes_read_back_exactly`: IOR's shared-file
 //!   patterns from both client nodes at once into one file each: IO500's
 //!   hard one (47,008-byte records, rank-interleaved) and a segmented one
@@ -184,13 +188,8 @@ fn changes_on_one_node_are_seen_on_another_at_once() {
         }
     }
     clock.say(&format!("{ROUNDS} rounds, each change seen at once"));
-    for host in ["q1", "s1", "s2", "s3"] {
-        let lost = c.log_lines(host, &["did not acknowledge a revocation"]);
-        assert!(
-            lost.is_empty(),
-            "a client lost its tokens on {host}: {lost:?}"
-        );
-    }
+    let lost = lost_tokens(&c);
+    assert!(lost.is_empty(), "a client lost its tokens: {lost:?}");
 }
 
 /// Bytes that name their rank and record.
@@ -285,4 +284,51 @@ fn shared_file_writes_from_two_nodes_read_back_exactly() {
         }
         clock.say(&format!("{file}: every byte reads back through both nodes"));
     }
+}
+
+/// The meta nodes' log lines of clients that lost their tokens (a
+/// revocation not acknowledged in time).
+fn lost_tokens(c: &Cluster) -> Vec<String> {
+    ["q1", "s1", "s2", "s3"]
+        .iter()
+        .flat_map(|h| c.log_lines(h, &["did not acknowledge a revocation"]))
+        .collect()
+}
+
+#[test]
+fn a_client_that_unmounted_is_not_waited_for() {
+    let clock = Clock(Instant::now());
+    let Some(c) = boot("gone", 1, &clock) else {
+        return;
+    };
+    let (m1, m2) = (c.mount("c1"), c.mount("c2"));
+    let data = vec![7u8; 64 << 20];
+    let h = c.host("c1");
+    for round in 0..2 {
+        let name = format!("f{round}");
+        // The writer's client holds tokens on the file when it unmounts.
+        std::fs::write(m1.join(&name), &data).unwrap();
+        let o = c.weft(&h, &["umount", m1.to_str().unwrap()]);
+        assert!(o.status.success(), "{o:?}");
+        let o = c.weft(&h, &["mount", "fs1", m1.to_str().unwrap()]);
+        assert!(o.status.success(), "{o:?}");
+        // Changes to it: the read's atime update, a chmod from the other
+        // node; the client that unmounted told the nodes it went.
+        assert_eq!(std::fs::read(m1.join(&name)).unwrap().len(), data.len());
+        std::fs::set_permissions(m2.join(&name), std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            std::fs::metadata(m1.join(&name))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+    }
+    clock.say("two remounts, no change waited for the client that went");
+    let lost = lost_tokens(&c);
+    assert!(
+        lost.is_empty(),
+        "a change waited for a client that went: {lost:?}"
+    );
 }
