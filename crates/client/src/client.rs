@@ -247,7 +247,11 @@ impl Client {
     ) -> Result<(Response, Bytes), ClientError> {
         if self.config.tokens && self.tokens.not_started() {
             if let Some(me) = self.me.upgrade() {
-                self.tokens.start(&me).await;
+                for heard in self.tokens.start(&me) {
+                    // A node that does not answer is polled on in the
+                    // background.
+                    let _ = tokio::time::timeout(crate::tokens::FIRST_POLL_WAIT, heard).await;
+                }
             }
         }
         let peer = self.meta_peer(route)?;
@@ -1017,10 +1021,18 @@ impl Client {
             }
         }
         let now = Timespec::now();
-        file.with(|s| {
+        let became_dirty = file.with(|s| {
             s.pending_end = s.pending_end.max(end);
-            s.pending_mtime = Some(now);
+            s.pending_mtime.replace(now).is_none()
         });
+        if became_dirty && self.config.tokens {
+            // Other nodes' cached size and mtime are stale from now on:
+            // their next look asks the shard, which has this client commit.
+            let req = MetaRequest::Writing { ino: attr.ino };
+            if let Err(e) = self.meta_unit(attr.ino, req, "writing").await {
+                tracing::debug!(ino = attr.ino, error = %e, "could not tell the shard of a write");
+            }
+        }
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 //! The client's side of tokens (see `weft_proto::token`): one long poll per
 //! metadata node of the file system collects what that node's shards
 //! revoke from this client; the client drops the revoked inodes' cached
-//! blocks, hands the revocations to the mount (which drops the kernel's
-//! cached attributes, entries and pages), and acknowledges them with its
-//! next poll. The tasks start with the client's first metadata request
+//! blocks, writes out and commits files another node asks about
+//! (`Revoke::Flush`), hands the revocations to the mount (which drops the
+//! kernel's cached attributes, entries and pages), and acknowledges them
+//! with its next poll. The tasks start with the client's first metadata request
 //! (which waits for the nodes to hear the first poll: they give tokens only
 //! to clients that poll them) and end with the client. A client made with
 //! `ClientConfig::tokens` off does not poll and gets no tokens. When the
@@ -32,7 +33,10 @@ const POLL_WAIT_MS: u32 = 1000;
 const KERNEL_WAIT: Duration = Duration::from_millis(100);
 /// How long a client's first metadata request waits for the metadata
 /// nodes to hear its first poll.
-const FIRST_POLL_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const FIRST_POLL_WAIT: Duration = Duration::from_secs(2);
+/// How long an acknowledgement waits for a commit another node asked for
+/// (see `apply`).
+const FLUSH_WAIT: Duration = Duration::from_millis(500);
 /// Pause after a failed poll.
 const RETRY: Duration = Duration::from_millis(200);
 
@@ -69,13 +73,15 @@ impl TokenKeeper {
         !self.started.load(Ordering::Acquire)
     }
 
-    /// Starts one poll per metadata node of the file system unless started,
-    /// and waits (up to [`FIRST_POLL_WAIT`]) for each node to have heard
-    /// the first: a node gives tokens only to clients that poll it, so what
-    /// the caller is about to cache is covered.
-    pub(crate) async fn start(&self, client: &Arc<Client>) {
+    /// Starts one poll per metadata node of the file system unless
+    /// started; each receiver hears when its node answered the first poll.
+    /// The caller waits for them (up to [`FIRST_POLL_WAIT`]): a node gives
+    /// tokens only to clients that poll it, so what the caller is about to
+    /// cache is covered. Not async, so that a poll's future (which commits
+    /// files, which makes metadata requests) does not contain itself.
+    pub(crate) fn start(&self, client: &Arc<Client>) -> Vec<tokio::sync::oneshot::Receiver<()>> {
         if self.started.swap(true, Ordering::AcqRel) {
-            return;
+            return Vec::new();
         }
         let mut by_node: BTreeMap<NodeId, ShardId> = BTreeMap::new();
         for s in &client.fs_info().shards {
@@ -87,10 +93,7 @@ impl TokenKeeper {
             heard.push(rx);
             tokio::spawn(poll(Arc::downgrade(client), shard, tx));
         }
-        for rx in heard {
-            // A node that does not answer is polled on in the background.
-            let _ = tokio::time::timeout(FIRST_POLL_WAIT, rx).await;
-        }
+        heard
     }
 }
 
@@ -187,8 +190,27 @@ async fn apply(client: &Arc<Client>, r: Revocations) {
         client.drop_all_cached();
     }
     for item in &r.items {
-        if let Revoke::Inode(ino) = item {
-            client.drop_cached(*ino);
+        match item {
+            Revoke::Inode(ino) => client.drop_cached(*ino),
+            Revoke::Flush(ino) => {
+                let (c, ino) = (client.clone(), *ino);
+                let flush = tokio::spawn(async move {
+                    if let Err(e) = c.flush(ino).await {
+                        warn!(ino, error = %e, "cannot commit a file another node asks about");
+                    }
+                });
+                // The commit revokes other clients' tokens in turn; one of
+                // them may be waiting for this client the same way (two
+                // writers of a file looking at it at once): past a short
+                // wait this is acknowledged and the commit lands after.
+                if tokio::time::timeout(FLUSH_WAIT, flush).await.is_err() {
+                    debug!(
+                        ino,
+                        "commit for another node still under way; acknowledged meanwhile"
+                    );
+                }
+            }
+            Revoke::Entry { .. } => {}
         }
     }
     let Some(mount) = client.tokens.mount() else {

@@ -323,6 +323,27 @@ impl MetaServer {
         tokens.grant(self.spec.fs, client, grants);
     }
 
+    /// Has the other clients that have `ino` (of this shard) open write out
+    /// and commit what they wrote, before the client served is told its
+    /// attributes; whether any was asked.
+    fn flush_writers(&self, ino: Ino) -> bool {
+        let client = current_client();
+        let Some(tokens) = self.tokens().filter(|_| client != 0) else {
+            return false;
+        };
+        if weft_proto::types::ino_shard(ino) != self.spec.shard {
+            return false;
+        }
+        let r = tokens.flush_elsewhere(self.spec.fs, client, ino);
+        if r.clients > 0 {
+            self.metrics.revocations.inc_by(r.clients as u64);
+        }
+        if r.lost > 0 {
+            self.metrics.revocations_lost.inc_by(r.lost as u64);
+        }
+        r.clients > 0
+    }
+
     /// Revokes other clients' tokens on what a committed change touched
     /// (keys of this shard), before the change is answered.
     pub(crate) fn revoke<'a>(
@@ -358,12 +379,21 @@ impl MetaServer {
             if let Some(c) = cred {
                 self.read(|s| crate::perm::check(s, &req, c))?;
             }
+            if let MetaRequest::GetAttr { ino } | MetaRequest::Opened { ino, .. } = &req {
+                self.flush_writers(*ino);
+            }
             let mut grants = request_grants(&req);
             let listed = match &req {
                 MetaRequest::ReadDir { dir, .. } => Some(*dir),
                 _ => None,
             };
-            let reply = self.dispatch(req, data)?;
+            let lookup = matches!(req, MetaRequest::Lookup { .. }).then(|| req.clone());
+            let mut reply = self.dispatch(req, data)?;
+            if let (Some(lookup), Response::Attr(a)) = (lookup, &reply.0) {
+                if a.kind == weft_proto::types::FileKind::File && self.flush_writers(a.ino) {
+                    reply = self.dispatch(lookup, Bytes::new())?;
+                }
+            }
             self.grant(&mut grants, listed, &reply.0);
             Ok(reply)
         };
@@ -617,6 +647,14 @@ impl MetaServer {
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),
+            MetaRequest::Writing { ino } => {
+                self.read(|s| ops::getattr::getattr(s, ino))?;
+                self.revoke(
+                    current_client(),
+                    [(crate::kv::Space::Inodes, &ino.to_be_bytes()[..])],
+                );
+                Response::Unit
+            }
             MetaRequest::Tokens {
                 client,
                 leave: true,
@@ -807,6 +845,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::RenewLease { .. } => "renew_lease",
         MetaRequest::Shard(op) => op.into(),
         MetaRequest::Tokens { .. } => "tokens",
+        MetaRequest::Writing { .. } => "writing",
     }
 }
 

@@ -456,6 +456,13 @@ pub enum MetaRequest {
         /// The client is going: the node drops its tokens and queue.
         leave: bool,
     },
+    /// The client's writes to the file are no longer all committed (its
+    /// first write since the last commit): other clients' cached attributes
+    /// of it are revoked, so their next look at it asks the shard, which
+    /// has this client commit first (see [`crate::token`]).
+    Writing {
+        ino: Ino,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]

@@ -20,6 +20,10 @@ pub enum Revoke {
     Inode(Ino),
     /// The entry `name` of directory `parent` (present or absent).
     Entry { parent: Ino, name: Vec<u8> },
+    /// Another client is asking for the attributes of `ino`, which this
+    /// client has open: write out what was written to it and commit its
+    /// size and mtime before acknowledging (the token stays).
+    Flush(Ino),
 }
 
 /// Answer to a client's long poll.

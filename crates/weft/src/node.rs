@@ -90,10 +90,17 @@ impl Node {
     }
 
     /// Whether `req` from `from` may have to wait for other clients to drop
-    /// what they cache (see `weft_meta::tokens`): not for the caller's
-    /// async thread then.
+    /// what they cache or to commit what they wrote (see
+    /// `weft_meta::tokens`): not for the caller's async thread then.
     fn may_wait_for_others(&self, fs: FsId, from: u64, req: &MetaRequest) -> bool {
-        !reads_only(req) && self.tokens.others_hold(fs, from)
+        // Reads of a file's attributes wait for other clients that have it
+        // open to commit what they wrote.
+        let waits = !reads_only(req)
+            || matches!(
+                req,
+                MetaRequest::GetAttr { .. } | MetaRequest::Lookup { .. }
+            );
+        waits && self.tokens.others_hold(fs, from)
     }
 
     pub fn meta_server(&self, fs: FsId, shard: ShardId) -> Option<Arc<MetaServer>> {
@@ -356,7 +363,8 @@ impl Handler for Node {
                 | MetaRequest::Opened { .. }
                 | MetaRequest::SetAttr { .. }
                 | MetaRequest::TouchAtime { .. }
-                | MetaRequest::WriteInline { .. } => true,
+                | MetaRequest::WriteInline { .. }
+                | MetaRequest::Writing { .. } => true,
                 _ => false,
             };
         if !fits || self.may_wait_for_others(*fs, from, req) {

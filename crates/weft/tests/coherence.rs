@@ -6,10 +6,10 @@
 //!   shards over s1..s3; clients c1 and c2 mount it. Each round, the
 //!   reading node first caches what it is about to be asked (stat, a
 //!   listing, the file's pages, an open descriptor), then the other node
-//!   creates, writes and closes, renames across directories (and shards),
-//!   changes modes and unlinks; right after each call returns, the reader
-//!   must see the change: stat, readdir, read through a new and through
-//!   the already open descriptor. The rounds alternate the two nodes'
+//!   creates, writes and closes, writes without closing, renames across
+//!   directories (and shards), changes modes and unlinks; right after each
+//!   call returns, the reader must see the change: stat, readdir, read
+//!   through a new and through the already open descriptor. The rounds alternate the two nodes'
 //!   parts. No client may lose its tokens (a revocation not acknowledged
 //!   in time is logged by the metadata node).
 //! - `a_client_that_unmounted_is_not_waited_for`: c1 writes a file (its
@@ -35,7 +35,7 @@ mod replica_cluster;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -63,8 +63,29 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `stat(2)` of `p` (basic attributes only, which the kernel may answer
+/// from its cache; `std::fs::metadata` asks for more and goes to the file
+/// system each time).
+fn stat(p: &Path) -> std::io::Result<libc::stat> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a stat buffer we own.
+    if unsafe { libc::stat(c.as_ptr(), &mut st) } == 0 {
+        Ok(st)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn size(p: &Path) -> u64 {
+    stat(p)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+        .st_size as u64
+}
+
 fn gone(p: &Path) -> bool {
-    matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+    matches!(stat(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// One round: `w` (the writer's mount) changes, `r` (the reader's) checks.
@@ -77,9 +98,9 @@ fn round(i: usize, w: &Path, r: &Path) {
     assert!(!names(&dr).contains(&name));
     assert!(gone(&dr.join(&name)));
     std::fs::write(dw.join(&name), b"one").unwrap();
-    let seen = std::fs::metadata(dr.join(&name))
-        .unwrap_or_else(|e| panic!("round {i}: created file not seen: {e}"));
-    assert_eq!(seen.len(), 3, "round {i}: size after create");
+    let seen =
+        stat(&dr.join(&name)).unwrap_or_else(|e| panic!("round {i}: created file not seen: {e}"));
+    assert_eq!(seen.st_size, 3, "round {i}: size after create");
     assert!(
         names(&dr).contains(&name),
         "round {i}: listing after create"
@@ -92,7 +113,7 @@ fn round(i: usize, w: &Path, r: &Path) {
     let mut buf = String::new();
     held.read_to_string(&mut buf).unwrap();
     assert_eq!(buf, "one");
-    assert_eq!(std::fs::metadata(dr.join(&name)).unwrap().len(), 3);
+    assert_eq!(size(&dr.join(&name)), 3);
     let text = format!("two, written in round {i}");
     {
         let mut f = std::fs::OpenOptions::new()
@@ -102,16 +123,16 @@ fn round(i: usize, w: &Path, r: &Path) {
             .unwrap();
         f.write_all(text.as_bytes()).unwrap();
     }
-    let m = std::fs::metadata(dr.join(&name)).unwrap();
-    let mw = std::fs::metadata(dw.join(&name)).unwrap();
+    let m = stat(&dr.join(&name)).unwrap();
+    let mw = stat(&dw.join(&name)).unwrap();
     assert_eq!(
-        m.len(),
-        text.len() as u64,
+        m.st_size as usize,
+        text.len(),
         "round {i}: size after write-close"
     );
     assert_eq!(
-        (m.mtime(), m.mtime_nsec()),
-        (mw.mtime(), mw.mtime_nsec()),
+        (m.st_mtime, m.st_mtime_nsec),
+        (mw.st_mtime, mw.st_mtime_nsec),
         "round {i}: mtime after write-close"
     );
     assert_eq!(
@@ -125,11 +146,36 @@ fn round(i: usize, w: &Path, r: &Path) {
     assert_eq!(buf, text, "round {i}: read through the open descriptor");
     drop(held);
 
-    // Rename into the other directory (another shard for most rounds).
+    // A write that returned while the writer keeps the file open (no close,
+    // no fsync), to a file bigger than data-in-inode (its bytes go through
+    // the writer's write-behind): the reader cached the size before.
+    let big = format!("big{i}");
+    let body = vec![b'x'; 64 << 10];
+    std::fs::write(dw.join(&big), &body).unwrap();
+    assert_eq!(size(&dr.join(&big)), body.len() as u64);
+    let mut writing = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dw.join(&big))
+        .unwrap();
+    // The reader caches the size while the writer has the file open.
+    assert_eq!(size(&dr.join(&big)), body.len() as u64);
+    writing.write_all(b", and more").unwrap();
     assert_eq!(
-        std::fs::metadata(dr.join(&name)).unwrap().len(),
-        text.len() as u64
+        size(&dr.join(&big)),
+        body.len() as u64 + 10,
+        "round {i}: size of a write the writer has not closed"
     );
+    let got = std::fs::read(dr.join(&big)).unwrap();
+    assert_eq!(
+        &got[body.len()..],
+        b", and more",
+        "round {i}: read of a write the writer has not closed"
+    );
+    drop(writing);
+    std::fs::remove_file(dw.join(&big)).unwrap();
+
+    // Rename into the other directory (another shard for most rounds).
+    assert_eq!(size(&dr.join(&name)), text.len() as u64);
     let _ = names(&er);
     let moved = format!("g{i}");
     std::fs::rename(dw.join(&name), ew.join(&moved)).unwrap();
@@ -139,21 +185,10 @@ fn round(i: usize, w: &Path, r: &Path) {
     assert_eq!(std::fs::read_to_string(er.join(&moved)).unwrap(), text);
 
     // Mode change.
-    assert_eq!(
-        std::fs::metadata(er.join(&moved))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
-        0o644
-    );
+    assert_eq!(stat(&er.join(&moved)).unwrap().st_mode & 0o777, 0o644);
     std::fs::set_permissions(ew.join(&moved), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert_eq!(
-        std::fs::metadata(er.join(&moved))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777,
+        stat(&er.join(&moved)).unwrap().st_mode & 0o777,
         0o600,
         "round {i}: mode after chmod"
     );
