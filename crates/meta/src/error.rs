@@ -62,6 +62,9 @@ pub enum MetaError {
     /// fsync'ed may be lost.
     #[error("metadata database {path}: cannot make the last changes durable: {reason}")]
     Flush { path: PathBuf, reason: String },
+    /// A replicated shard's Raft group could not start or be formed.
+    #[error("shard replication: {reason}")]
+    Replication { reason: String },
     /// A stored inode record could not be decoded or encoded.
     #[error("metadata database {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },

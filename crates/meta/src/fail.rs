@@ -30,6 +30,17 @@ pub(crate) enum OpError {
     /// retryable (the operation runs again).
     #[error("conflict: {reason}")]
     Conflict { reason: String },
+    /// A replica of a replicated shard that does not lead it (or leads it
+    /// and has not caught up yet); retryable at the leader.
+    #[error("{what}")]
+    NotLeader { what: String },
+    /// A replicated shard's change did not commit in time: too few replicas
+    /// answer. Retryable; the change may still commit.
+    #[error("shard change not committed after {waited_ms} ms: too few replicas answer")]
+    NoMajority { waited_ms: u64 },
+    /// A replicated shard's Raft group failed.
+    #[error("shard replication: {reason}")]
+    Replication { reason: String },
     /// Another shard could not be asked; retryable once it is back.
     #[error("shard {shard}: {reason}")]
     Peer {
@@ -46,6 +57,8 @@ impl OpError {
             e @ (OpError::Locked { .. } | OpError::Conflict { .. }) => {
                 RemoteError::new(ErrorKind::Busy, format!("{e}; try again"))
             }
+            e @ OpError::NotLeader { .. } => RemoteError::new(ErrorKind::NotServing, e.to_string()),
+            e @ OpError::NoMajority { .. } => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),
             other => RemoteError::new(ErrorKind::Io, other.to_string()),
         }
     }

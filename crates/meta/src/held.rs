@@ -85,6 +85,14 @@ impl Held {
         self.count.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// Lets go of everything: a replica that starts leading its shard
+    /// holds again what the intents it has applied name.
+    pub(crate) fn reset(&self) {
+        let mut g = self.inner();
+        *g = Inner::default();
+        self.count.store(0, Ordering::Release);
+    }
+
     /// Transactions holding keys now.
     pub(crate) fn count(&self) -> usize {
         self.count.load(Ordering::Acquire)

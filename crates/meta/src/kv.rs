@@ -381,9 +381,7 @@ impl<K: KvRead> KvRead for Recording<'_, K> {
 
 impl<K: KvWrite> Recording<'_, K> {
     fn note(&mut self, space: Space, key: &[u8]) {
-        if matches!(space, Space::Inodes | Space::Dirents | Space::Xattrs) {
-            self.keys.push((space, key.to_vec()));
-        }
+        self.keys.push((space, key.to_vec()));
     }
 }
 

@@ -66,8 +66,11 @@
 //!
 //! `fsck` checks the records of every shard of a file system.
 //!
-//! Not yet: replicated shards, tokens, directory splitting, quotas per
-//! user, atime updates on read (`noatime`; clients set atime explicitly).
+//! A shard may be replicated (`replica`): its writes then commit through
+//! its Raft group (`txn`), and only the leader serves.
+//!
+//! Not yet: directory splitting, quotas per user, atime updates on read
+//! (`noatime`; clients set atime explicitly).
 
 /// Test code: a store over shard 0's transaction `txn`, bound to `s`.
 #[cfg(test)]
@@ -108,6 +111,7 @@ mod opens;
 mod ops;
 mod ordered;
 mod perm;
+pub mod replica;
 mod route;
 mod schema;
 mod server;
@@ -116,12 +120,14 @@ mod store;
 mod sync;
 pub mod tokens;
 mod twopc;
+pub mod txn;
 
 #[cfg(test)]
 mod testutil;
 
 pub use error::MetaError;
 pub use ordered::{BarrierFailed, DataBarrier};
+pub use replica::{ReplicaTiming, ShardGroup, ShardLeadership};
 pub use server::{MetaServer, LOCK_WAIT};
 pub use spec::MetaSpec;
 pub use tokens::Tokens;

@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redb::{Database, Durability, ReadableDatabase};
+use redb::{Database, ReadableDatabase};
 use weft_proto::msg::{MetaRequest, Response};
 use weft_proto::types::{Cred, Ino, Orphan, Timespec};
 use weft_proto::{ErrorKind, RemoteError};
@@ -33,6 +33,7 @@ use crate::locks::LockTable;
 use crate::multi::Multi;
 use crate::opens::OpenTable;
 use crate::ops::{self, Ctx};
+use crate::replica::ShardGroup;
 use crate::spec::MetaSpec;
 use crate::store::{on_read, on_write, ReadStore, Store, WriteStore};
 use crate::sync::Flusher;
@@ -66,7 +67,7 @@ pub(crate) fn as_client<T>(client: u64, f: impl FnOnce() -> T) -> T {
     out
 }
 
-fn local_only() -> bool {
+pub(crate) fn local_only() -> bool {
     LOCAL_ONLY.with(|c| c.get())
 }
 
@@ -109,6 +110,11 @@ pub struct MetaServer {
     /// restart leaves them to the sweep of orphans at the next start).
     handed: std::sync::Mutex<std::collections::HashSet<weft_proto::types::Ino>>,
     pub(crate) metrics: Arc<weft_metrics::MetaMetrics>,
+    /// This node's replica of a replicated shard (none: one copy, committed
+    /// locally).
+    replica: RwLock<Option<Arc<ShardGroup>>>,
+    /// A replicated shard's one writer (see `txn`).
+    pub(crate) writer: std::sync::Mutex<()>,
 }
 
 impl MetaServer {
@@ -144,6 +150,8 @@ impl MetaServer {
             handoff: std::sync::Mutex::default(),
             handed: std::sync::Mutex::default(),
             metrics,
+            replica: RwLock::new(None),
+            writer: std::sync::Mutex::new(()),
         };
         let prepared = server.recover_intents().map_err(|e| MetaError::Corrupt {
             path: path.to_owned(),
@@ -281,6 +289,31 @@ impl MetaServer {
         as_client(from, || self.handle_as(req, data, cred))
     }
 
+    /// Makes this shard commit through `group` (see `replica`).
+    pub(crate) fn set_replica(&self, group: Arc<ShardGroup>) {
+        match self.replica.write() {
+            Ok(mut g) => *g = Some(group),
+            Err(p) => *p.into_inner() = Some(group),
+        }
+    }
+
+    /// This node's replica of the shard, if the shard is replicated.
+    pub fn replica(&self) -> Option<Arc<ShardGroup>> {
+        match self.replica.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Refuses requests unless this shard has one copy or this replica
+    /// leads it and has caught up.
+    pub(crate) fn ready(&self) -> Result<(), OpError> {
+        match self.replica() {
+            Some(group) => group.ready(self),
+            None => Ok(()),
+        }
+    }
+
     /// Installs the node's token table.
     pub fn set_tokens(&self, tokens: Arc<Tokens>) {
         match self.tokens.write() {
@@ -376,6 +409,7 @@ impl MetaServer {
         let span = tracing::debug_span!("meta", op, fs = self.spec.fs, shard = self.spec.shard);
         let _enter = span.enter();
         let run = || {
+            self.ready()?;
             if let Some(c) = cred {
                 self.read(|s| crate::perm::check(s, &req, c))?;
             }
@@ -776,17 +810,18 @@ impl MetaServer {
         durable: bool,
         body: &mut impl FnMut(&mut WriteStore<'_>) -> Result<T, OpError>,
     ) -> Result<T, OpError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })?;
-        let mut written = Vec::new();
-        let out = on_write(&txn, self.spec.shard, &self.held, &mut written, body);
+        let mut tx = self.begin(durable)?;
+        let out = on_write(
+            &tx.txn,
+            self.spec.shard,
+            &self.held,
+            &mut tx.written.kv,
+            body,
+        );
         match out {
             Ok(v) => {
-                txn.commit()?;
+                let written = tx.written.kv.clone();
+                tx.commit()?;
                 self.revoke(
                     current_client(),
                     written.iter().map(|(sp, k)| (*sp, k.as_slice())),
@@ -800,7 +835,7 @@ impl MetaServer {
                 Ok(v)
             }
             Err(e) => {
-                if let Err(abort) = txn.abort() {
+                if let Err(abort) = tx.abort() {
                     tracing::warn!(error = %abort, "aborting a failed transaction");
                 }
                 Err(e)

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 use weft_proto::shard::{Fate, KvChange, KvGot, KvScan, KvScanned, Prepare, ShardOp, ShardReply};
 use weft_proto::types::ShardId;
@@ -40,11 +40,12 @@ use weft_proto::{ErrorKind, RemoteError};
 
 use crate::fail::OpError;
 use crate::held::Keys;
-use crate::kv::{KvRead, KvWrite, Pairs, RedbRead, RedbWrite, Space};
+use crate::kv::{KvRead, KvWrite, Pairs, Recording, RedbRead, RedbWrite, Space};
 use crate::multi::{Access, Part};
 use crate::schema::{DECISIONS, INTENTS};
 use crate::server::{current_client, MetaServer};
 use crate::tokens::Grant;
+use crate::txn::Table;
 
 /// An intent or decision this old is resolved by the other side.
 pub const STALE: Duration = Duration::from_secs(2);
@@ -236,6 +237,7 @@ impl MetaServer {
 
     /// Serves a request from another shard of the file system.
     pub(crate) fn serve_shard(&self, op: ShardOp) -> Result<ShardReply, OpError> {
+        self.ready()?;
         match op {
             ShardOp::Get { space, key, grant } => {
                 self.held.check_key(space, &key)?;
@@ -258,10 +260,13 @@ impl MetaServer {
                 Ok(ShardReply::Pairs(run_scan(&RedbRead::open(&txn)?, &s)?))
             }
             ShardOp::Take { space, key, n } => {
-                let mut txn = self.db.begin_write()?;
-                txn.set_durability(Durability::None)?;
-                let old = RedbWrite::open(&txn)?.take(space, &key, n)?;
-                txn.commit()?;
+                let mut tx = self.begin(false)?;
+                let old = Recording {
+                    kv: RedbWrite::open(&tx.txn)?,
+                    keys: &mut tx.written.kv,
+                }
+                .take(space, &key, n)?;
+                tx.commit()?;
                 self.flusher.mark_dirty();
                 Ok(ShardReply::Taken(old))
             }
@@ -316,15 +321,14 @@ impl MetaServer {
             changes,
         };
         let keys = keys_of(&part);
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
+        let mut tx = self.begin(false)?;
         {
-            let kv = RedbWrite::open(&txn)?;
+            let kv = RedbWrite::open(&tx.txn)?;
             match validate(&kv, &part.reads, &part.scans) {
                 Ok(()) => {}
                 Err(OpError::Conflict { reason }) => {
                     drop(kv);
-                    txn.abort()?;
+                    tx.abort()?;
                     return Ok(ShardReply::Conflict { reason });
                 }
                 Err(e) => return Err(e),
@@ -335,16 +339,18 @@ impl MetaServer {
                 keys: keys.clone(),
                 born_ms: now_ms(),
             };
-            txn.open_table(INTENTS)?
+            tx.txn
+                .open_table(INTENTS)?
                 .insert(txid, encode(&intent)?.as_slice())?;
         }
+        tx.wrote(Table::Intents, txid);
         if let Err(other) = self.held.hold(txid, keys) {
-            txn.abort()?;
+            tx.abort()?;
             return Err(OpError::Locked { txid: other });
         }
-        if let Err(e) = txn.commit() {
+        if let Err(e) = tx.commit() {
             self.held.release(txid);
-            return Err(e.into());
+            return Err(e);
         }
         self.flusher.mark_dirty();
         self.flusher.sync(&self.db)?;
@@ -354,25 +360,29 @@ impl MetaServer {
     /// Phase two on a participant: applies (`commit`) or drops the intent
     /// of `txid`; nothing to do if it is gone already.
     fn finish(&self, txid: u64, commit: bool, client: u64) -> Result<(), OpError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
+        let mut tx = self.begin(false)?;
         let found = {
-            let mut table = txn.open_table(INTENTS)?;
+            let mut table = tx.txn.open_table(INTENTS)?;
             let intent: Option<Intent> = match table.remove(txid)? {
                 Some(v) => Some(decode(txid, v.value())?),
                 None => None,
             };
             drop(table);
             if let (Some(i), true) = (&intent, commit) {
-                apply(&mut RedbWrite::open(&txn)?, &i.changes)?;
+                let mut kv = Recording {
+                    kv: RedbWrite::open(&tx.txn)?,
+                    keys: &mut tx.written.kv,
+                };
+                apply(&mut kv, &i.changes)?;
             }
             intent
         };
         let Some(intent) = found else {
-            txn.abort()?;
+            tx.abort()?;
             return Ok(());
         };
-        txn.commit()?;
+        tx.wrote(Table::Intents, txid);
+        tx.commit()?;
         self.held.release(txid);
         self.flusher.mark_dirty();
         if commit {
@@ -384,10 +394,9 @@ impl MetaServer {
 
     /// How `txid`, coordinated here, ended; aborted if it never decided.
     fn fate(&self, txid: u64) -> Result<Fate, OpError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
+        let mut tx = self.begin(false)?;
         let fate = {
-            let mut table = txn.open_table(DECISIONS)?;
+            let mut table = tx.txn.open_table(DECISIONS)?;
             let found: Option<Decision> = match table.get(txid)? {
                 Some(v) => Some(decode(txid, v.value())?),
                 None => None,
@@ -405,7 +414,8 @@ impl MetaServer {
                 }
             }
         };
-        txn.commit()?;
+        tx.wrote(Table::Decisions, txid);
+        tx.commit()?;
         self.flusher.mark_dirty();
         Ok(fate)
     }
@@ -503,10 +513,10 @@ impl MetaServer {
 
     fn forget_decision(&self, txid: u64) {
         let r = (|| -> Result<(), OpError> {
-            let mut txn = self.db.begin_write()?;
-            txn.set_durability(Durability::None)?;
-            txn.open_table(DECISIONS)?.remove(txid)?;
-            txn.commit()?;
+            let mut tx = self.begin(false)?;
+            tx.txn.open_table(DECISIONS)?.remove(txid)?;
+            tx.wrote(Table::Decisions, txid);
+            tx.commit()?;
             self.flusher.mark_dirty();
             Ok(())
         })();
@@ -518,8 +528,7 @@ impl MetaServer {
     /// The commit point: the coordinator's own part and the decision, in
     /// one durable commit.
     fn decide(&self, txid: u64, mine: &Part, participants: &[ShardId]) -> Result<(), OpError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
+        let mut tx = self.begin(false)?;
         {
             // Inside the write transaction: prepares hold keys inside theirs.
             for (space, key) in keys_of(mine).points {
@@ -528,9 +537,12 @@ impl MetaServer {
             for s in &mine.scans {
                 self.held.check_range(s.scan.space, &s.scan.prefix)?;
             }
-            let mut kv = RedbWrite::open(&txn)?;
+            let mut kv = Recording {
+                kv: RedbWrite::open(&tx.txn)?,
+                keys: &mut tx.written.kv,
+            };
             validate(&kv, &mine.reads, &mine.scans)?;
-            let mut table = txn.open_table(DECISIONS)?;
+            let mut table = tx.txn.open_table(DECISIONS)?;
             if table.get(txid)?.is_some() {
                 return Err(OpError::Conflict {
                     reason: "a participant gave the transaction up".into(),
@@ -545,7 +557,8 @@ impl MetaServer {
             drop(table);
             apply(&mut kv, &mine.changes)?;
         }
-        txn.commit()?;
+        tx.wrote(Table::Decisions, txid);
+        tx.commit()?;
         self.flusher.mark_dirty();
         self.flusher.sync(&self.db)?;
         self.revoke(current_client(), changed_keys(&mine.changes));

@@ -13,10 +13,10 @@ use redb::Database;
 use serde::{Deserialize, Serialize};
 use weft_proto::config::ClusterConfig;
 
-use super::log::{decode, encode, get_meta, put_meta, read_err};
 use super::types::{
     Command, CommandResult, Entry, LogId, StorageError, StoredMembership, TypeConfig,
 };
+use weft_raft::{decode, encode, get_meta, put_meta, read_err};
 
 const STATE: &str = "state_machine";
 const SNAPSHOT: &str = "snapshot";

@@ -13,10 +13,7 @@
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
-mod log;
-#[allow(clippy::result_large_err)]
 mod machine;
-mod network;
 mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,8 +27,10 @@ use weft_proto::config::ClusterConfig;
 use weft_proto::msg::RaftKind;
 
 pub use machine::MachineState;
-pub use network::{decode_msg, encode_msg, BoxFuture, CodecError, RaftTransport, TransportError};
-pub use types::{Command, CommandResult, TypeConfig, RAFT_FORMAT};
+pub use types::{Command, CommandResult, TypeConfig};
+pub use weft_raft::{
+    decode_msg, encode_msg, BoxFuture, CodecError, RaftTransport, TransportError, RAFT_FORMAT,
+};
 
 use crate::{ConfigStore, QuorumError};
 
@@ -96,7 +95,7 @@ impl RaftStore {
         let db = Arc::new(db);
         let machine = machine::Machine::open(db.clone()).map_err(fatal)?;
         let state = machine.shared();
-        let logs = log::LogStore::new(db);
+        let logs = weft_raft::LogStore::<TypeConfig>::new(db);
         let config = openraft::Config {
             cluster_name: "weft-quorum".into(),
             heartbeat_interval: timing.heartbeat_ms,
@@ -107,7 +106,7 @@ impl RaftStore {
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(fatal)?);
-        let net = network::Network { transport };
+        let net = weft_raft::Network::<TypeConfig>::new(transport);
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(fatal)?;
@@ -159,20 +158,7 @@ impl RaftStore {
 
     /// Answers a Raft message from another quorum node.
     pub async fn handle_raft(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
-        match kind {
-            RaftKind::AppendEntries => match decode_msg(payload) {
-                Ok(req) => encode_msg(&self.raft.append_entries(req).await),
-                Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
-            },
-            RaftKind::Vote => match decode_msg(payload) {
-                Ok(req) => encode_msg(&self.raft.vote(req).await),
-                Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
-            },
-            RaftKind::InstallSnapshot => match decode_msg(payload) {
-                Ok(req) => encode_msg(&self.raft.install_snapshot(req).await),
-                Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
-            },
-        }
+        weft_raft::serve(&self.raft, kind, payload).await
     }
 
     /// Adds a quorum node as a voter: first as a learner that catches up,

@@ -37,12 +37,5 @@ pub struct CommandResult {
     pub config: Option<Box<ClusterConfig>>,
 }
 
-/// Version of the encoding of Raft messages between quorum nodes and of the
-/// records this store keeps on disk. Bumped with any change to either.
-pub const RAFT_FORMAT: u32 = 1;
-
 pub type Entry = openraft::Entry<TypeConfig>;
-pub type LogId = openraft::LogId<u64>;
-pub type Vote = openraft::Vote<u64>;
-pub type StorageError = openraft::StorageError<u64>;
-pub type StoredMembership = openraft::StoredMembership<u64, openraft::BasicNode>;
+pub use weft_raft::{LogId, StorageError, StoredMembership};

@@ -1,5 +1,7 @@
-//! The Raft log, vote and commit point of a quorum node, in redb: every
-//! append and every vote is durable (fsync'ed) before Raft is told so.
+//! The Raft log, vote and commit point of one group member, in redb: every
+//! append and every vote is durable (fsync'ed) before Raft is told so. The
+//! store is generic over the group's type configuration; the quorum keeps it
+//! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -11,37 +13,34 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::{Group, LogId, StorageError, Vote};
 
-pub(crate) const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
+pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 /// Small records of the log store and the state machine, by name.
-pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
 
 const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "last_purged";
 
-pub(crate) fn read_err(e: impl std::error::Error + 'static) -> StorageError {
+pub fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::read(AnyError::new(&e)).into()
 }
 
-pub(crate) fn write_err(e: impl std::error::Error + 'static) -> StorageError {
+pub fn write_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write(AnyError::new(&e)).into()
 }
 
-pub(crate) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StorageError> {
+pub fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StorageError> {
     serde_json::to_vec(v).map_err(write_err)
 }
 
-pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, StorageError> {
+pub fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, StorageError> {
     serde_json::from_slice(b).map_err(read_err)
 }
 
 /// Reads one META record.
-pub(crate) fn get_meta<T: DeserializeOwned>(
-    db: &Database,
-    key: &str,
-) -> Result<Option<T>, StorageError> {
+pub fn get_meta<T: DeserializeOwned>(db: &Database, key: &str) -> Result<Option<T>, StorageError> {
     let txn = db.begin_read().map_err(read_err)?;
     let table = match txn.open_table(META) {
         Ok(t) => t,
@@ -55,7 +54,7 @@ pub(crate) fn get_meta<T: DeserializeOwned>(
 }
 
 /// Writes META records in one durable transaction.
-pub(crate) fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), StorageError> {
+pub fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), StorageError> {
     let mut txn = db.begin_write().map_err(write_err)?;
     txn.set_durability(Durability::Immediate)
         .map_err(write_err)?;
@@ -68,14 +67,26 @@ pub(crate) fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(),
     txn.commit().map_err(write_err)
 }
 
-#[derive(Clone)]
-pub struct LogStore {
+pub struct LogStore<C> {
     db: Arc<Database>,
+    _group: std::marker::PhantomData<fn() -> C>,
 }
 
-impl LogStore {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
-        LogStore { db }
+impl<C> Clone for LogStore<C> {
+    fn clone(&self) -> Self {
+        LogStore {
+            db: self.db.clone(),
+            _group: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<C: Group> LogStore<C> {
+    pub fn new(db: Arc<Database>) -> Self {
+        LogStore {
+            db,
+            _group: std::marker::PhantomData,
+        }
     }
 
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
@@ -87,7 +98,7 @@ impl LogStore {
         };
         let last = match table.last().map_err(read_err)? {
             Some((_, v)) => {
-                let e: Entry = decode(v.value())?;
+                let e: openraft::Entry<C> = decode(v.value())?;
                 Some(e.log_id)
             }
             None => None,
@@ -110,11 +121,11 @@ impl LogStore {
     }
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
+impl<C: Group> RaftLogReader<C> for LogStore<C> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+    ) -> Result<Vec<openraft::Entry<C>>, StorageError> {
         let txn = self.db.begin_read().map_err(read_err)?;
         let table = match txn.open_table(LOG) {
             Ok(t) => t,
@@ -130,10 +141,10 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
-impl RaftLogStorage<TypeConfig> for LogStore {
-    type LogReader = LogStore;
+impl<C: Group> RaftLogStorage<C> for LogStore<C> {
+    type LogReader = LogStore<C>;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError> {
         let last_purged: Option<LogId> = get_meta(&self.db, PURGED)?;
         let last = self.last_entry()?.or(last_purged);
         Ok(LogState {
@@ -162,13 +173,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(get_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten())
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError>
     where
-        I: IntoIterator<Item = Entry> + OptionalSend,
+        I: IntoIterator<Item = openraft::Entry<C>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
         let mut txn = self.db.begin_write().map_err(write_err)?;

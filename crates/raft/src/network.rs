@@ -1,7 +1,7 @@
-//! Raft messages between quorum nodes. The quorum crate does not open
+//! Raft messages between the members of a group. This crate does not open
 //! sockets: it encodes each message and hands it to a [`RaftTransport`] the
-//! node provides (TCP through the node's authenticated connections; a
-//! simulated network in tests).
+//! node provides (TCP through the node's authenticated connections, with the
+//! group named in the request; a simulated network in tests).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,20 +19,21 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use weft_proto::msg::RaftKind;
 
-use super::types::{TypeConfig, RAFT_FORMAT};
+use crate::{Group, RAFT_FORMAT};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A Raft message could not be delivered or answered.
 #[derive(Debug, thiserror::Error)]
-#[error("quorum node {addr} unreachable: {reason}")]
+#[error("Raft peer {addr} unreachable: {reason}")]
 pub struct TransportError {
     pub addr: String,
     pub reason: String,
 }
 
-/// Carries an encoded Raft message to the quorum node at `addr` and returns
-/// its encoded reply.
+/// Carries an encoded Raft message to the group member at `addr` and
+/// returns its encoded reply. One transport serves one group: it names the
+/// group in what it sends.
 pub trait RaftTransport: Send + Sync + 'static {
     fn call(
         &self,
@@ -77,30 +78,41 @@ pub fn decode_msg<T: DeserializeOwned>(b: &[u8]) -> Result<T, CodecError> {
     Ok(serde_json::from_slice(body)?)
 }
 
-#[derive(Clone)]
-pub struct Network {
-    pub(crate) transport: Arc<dyn RaftTransport>,
-}
-
-pub struct Conn {
+pub struct Network<C> {
     transport: Arc<dyn RaftTransport>,
-    target: u64,
-    addr: String,
+    _group: std::marker::PhantomData<fn() -> C>,
 }
 
-impl RaftNetworkFactory<TypeConfig> for Network {
-    type Network = Conn;
-
-    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Conn {
-        Conn {
-            transport: self.transport.clone(),
-            target,
-            addr: node.addr.clone(),
+impl<C> Network<C> {
+    pub fn new(transport: Arc<dyn RaftTransport>) -> Self {
+        Network {
+            transport,
+            _group: std::marker::PhantomData,
         }
     }
 }
 
-impl Conn {
+pub struct Conn<C> {
+    transport: Arc<dyn RaftTransport>,
+    target: u64,
+    addr: String,
+    _group: std::marker::PhantomData<fn() -> C>,
+}
+
+impl<C: Group> RaftNetworkFactory<C> for Network<C> {
+    type Network = Conn<C>;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Conn<C> {
+        Conn {
+            transport: self.transport.clone(),
+            target,
+            addr: node.addr.clone(),
+            _group: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<C> Conn<C> {
     async fn send<
         Req: Serialize,
         Resp: DeserializeOwned,
@@ -123,10 +135,10 @@ impl Conn {
     }
 }
 
-impl RaftNetwork<TypeConfig> for Conn {
+impl<C: Group> RaftNetwork<C> for Conn<C> {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        rpc: AppendEntriesRequest<C>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
         self.send(RaftKind::AppendEntries, &rpc, &option).await
@@ -134,7 +146,7 @@ impl RaftNetwork<TypeConfig> for Conn {
 
     async fn install_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        rpc: InstallSnapshotRequest<C>,
         option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<u64>,

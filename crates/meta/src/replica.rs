@@ -1,0 +1,345 @@
+//! Replicated shards: a shard's copies on several meta nodes form one Raft
+//! group (openraft), whose state machine is the shard's own tables.
+//!
+//! - **Writes.** The leader runs an operation as before, on a write
+//!   transaction of its own database, but does not commit it: the final
+//!   values of the keys it wrote become one log entry ([`Changes`], see
+//!   [`crate::txn`]). Once a majority of the replicas has the entry in its
+//!   log, every replica applies it ([`machine`]), and the leader answers.
+//!   One transaction at a time per shard, from its start until its entry is
+//!   applied. Cross-shard transactions are unchanged above this: their
+//!   intents and decisions are records of the shards' tables, so they are
+//!   replicated with them and a new leader continues them.
+//! - **Reads** are served by the leader alone, once it has applied an entry
+//!   of its own term (so everything committed before it led); other replicas
+//!   refuse every request with `NotServing`, naming the leader.
+//! - **Taking over.** A replica that starts leading holds again the keys of
+//!   the intents in its tables before it serves.
+//! - **Log and snapshots.** The log lives in the shard's database (tables
+//!   `raft_log`, `raft_meta`, [`weft_raft::LogStore`]); every 10,000 entries
+//!   the state machine writes a snapshot file (`<shard>.redb.snap`, streamed,
+//!   [`snapshot`]) and the log before it is dropped, keeping the last 1,000.
+//!   A replica that fell behind the dropped log receives the snapshot.
+//! - **Start.** The first replica initialises the group with every member
+//!   and proposes its whole initial shard (root directory, counters) as the
+//!   first entry, so every replica starts from the same records.
+
+// openraft's storage traits return its `StorageError` (large); the helpers
+// beside them return the same type rather than boxing and unboxing it.
+#[allow(clippy::result_large_err)]
+mod machine;
+mod snapshot;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Raft, ServerState};
+use redb::ReadableDatabase;
+use serde::{Deserialize, Serialize};
+use tokio::runtime::{Handle, RuntimeFlavor};
+use weft_proto::msg::RaftKind;
+use weft_raft::RaftTransport;
+
+use crate::error::MetaError;
+use crate::fail::OpError;
+use crate::server::MetaServer;
+use crate::txn::Change;
+
+/// One log entry of a shard: the values its transaction left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes(pub Vec<Change>);
+
+openraft::declare_raft_types!(
+    /// Raft types of a replicated metadata shard.
+    pub ShardRaft:
+        D = Changes,
+        R = (),
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        SnapshotData = tokio::fs::File,
+);
+
+/// Timing of a shard's group. A leader that stops is replaced within about
+/// `election_max_ms` plus one round of votes.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaTiming {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+    /// How long a change may wait for a majority before `NoMajority`.
+    pub commit_timeout_ms: u64,
+    /// A snapshot is written every this many entries applied...
+    pub snapshot_every: u64,
+    /// ...and the log before it dropped, but for this many entries.
+    pub log_kept: u64,
+}
+
+impl Default for ReplicaTiming {
+    fn default() -> Self {
+        ReplicaTiming {
+            heartbeat_ms: 200,
+            election_min_ms: 1000,
+            election_max_ms: 2000,
+            commit_timeout_ms: 10_000,
+            snapshot_every: 10_000,
+            log_kept: 1_000,
+        }
+    }
+}
+
+/// Who leads a shard as one replica sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardLeadership {
+    pub me: u64,
+    pub state: ServerState,
+    /// The leader's member id and address.
+    pub leader: Option<(u64, String)>,
+    /// Member ids and addresses of the replicas.
+    pub members: Vec<(u64, String)>,
+    pub last_applied: Option<u64>,
+    /// Entries in the log (not yet dropped behind a snapshot).
+    pub log_entries: u64,
+    /// Whether this replica serves requests (it leads and has caught up).
+    pub serving: bool,
+}
+
+/// This node's replica of one shard: its Raft group member.
+pub struct ShardGroup {
+    raft: Raft<ShardRaft>,
+    id: u64,
+    rt: Handle,
+    timing: ReplicaTiming,
+    /// The term this replica last prepared to serve in (held keys rebuilt).
+    ready_term: AtomicU64,
+    /// Serialises taking over.
+    take_over: std::sync::Mutex<()>,
+}
+
+fn failed(e: impl std::fmt::Display) -> MetaError {
+    MetaError::Replication {
+        reason: e.to_string(),
+    }
+}
+
+impl ShardGroup {
+    /// Starts member `id` of the group of `server`'s shard, its log in the
+    /// shard's database. Must run inside a multi-threaded tokio runtime; the
+    /// shard's writes then commit through the group.
+    pub async fn start(
+        server: &MetaServer,
+        id: u64,
+        transport: Arc<dyn RaftTransport>,
+        timing: ReplicaTiming,
+    ) -> Result<Arc<ShardGroup>, MetaError> {
+        let db = server.db.clone();
+        let mut snap = server.path().to_owned().into_os_string();
+        snap.push(".snap");
+        let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap));
+        let logs = weft_raft::LogStore::<ShardRaft>::new(db);
+        let config = openraft::Config {
+            cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
+            heartbeat_interval: timing.heartbeat_ms,
+            election_timeout_min: timing.election_min_ms,
+            election_timeout_max: timing.election_max_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(timing.snapshot_every),
+            max_in_snapshot_log_to_keep: timing.log_kept,
+            ..Default::default()
+        };
+        let config = Arc::new(config.validate().map_err(failed)?);
+        let net = weft_raft::Network::<ShardRaft>::new(transport);
+        let raft = Raft::new(id, config, net, logs, machine)
+            .await
+            .map_err(failed)?;
+        let group = Arc::new(ShardGroup {
+            raft,
+            id,
+            rt: Handle::current(),
+            timing,
+            ready_term: AtomicU64::new(0),
+            take_over: std::sync::Mutex::new(()),
+        });
+        server.set_replica(group.clone());
+        Ok(group)
+    }
+
+    /// Makes the group of `members` (id and address; this replica among
+    /// them) and proposes this replica's whole shard as its first entry.
+    /// Only for a new group, on one replica.
+    pub async fn initialize(
+        &self,
+        server: &MetaServer,
+        members: &[(u64, String)],
+    ) -> Result<(), MetaError> {
+        let nodes: BTreeMap<u64, BasicNode> = members
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        self.raft.initialize(nodes).await.map_err(failed)?;
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(
+                self.timing.election_max_ms * 5 + self.timing.commit_timeout_ms,
+            );
+        while self.raft.metrics().borrow().current_leader != Some(self.id) {
+            if tokio::time::Instant::now() > deadline {
+                return Err(failed("the first replica did not come to lead its shard"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut seed = Vec::new();
+        {
+            let txn = server.db.begin_read().map_err(failed)?;
+            snapshot::for_each_record(&txn, |c| {
+                seed.push(c);
+                Ok(())
+            })
+            .map_err(failed)?;
+        }
+        self.write(Changes(seed)).await.map_err(failed)
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Answers a Raft message from another replica of the shard.
+    pub async fn serve(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
+        weft_raft::serve(&self.raft, kind, payload).await
+    }
+
+    pub fn leadership(&self) -> ShardLeadership {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let addr = |id: u64| {
+            membership
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+                .unwrap_or_default()
+        };
+        let members = membership
+            .nodes()
+            .map(|(id, n)| (*id, n.addr.clone()))
+            .collect();
+        let first = m.purged.map(|l| l.index + 1).unwrap_or(0);
+        let log_entries = m
+            .last_log_index
+            .map(|l| (l + 1).saturating_sub(first))
+            .unwrap_or(0);
+        ShardLeadership {
+            me: self.id,
+            state: m.state,
+            leader: m.current_leader.map(|l| (l, addr(l))),
+            members,
+            last_applied: m.last_applied.map(|l| l.index),
+            log_entries,
+            serving: m.current_leader == Some(self.id)
+                && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
+        }
+    }
+
+    /// Whether this replica may serve a request now (see the module
+    /// header); a replica that starts leading holds the keys of its intents
+    /// again first.
+    pub(crate) fn ready(&self, server: &MetaServer) -> Result<(), OpError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.current_leader != Some(self.id) {
+            let leader = m.current_leader.and_then(|l| {
+                m.membership_config
+                    .membership()
+                    .get_node(&l)
+                    .map(|n| n.addr.clone())
+            });
+            return Err(OpError::NotLeader {
+                what: match leader {
+                    Some(a) => format!("this replica does not lead the shard; {a} does"),
+                    None => "the shard has no leader at the moment; try again".into(),
+                },
+            });
+        }
+        if m.last_applied.map(|l| l.leader_id.term) != Some(m.current_term) {
+            return Err(OpError::NotLeader {
+                what: "this replica is taking over the shard; try again".into(),
+            });
+        }
+        if self.ready_term.load(Ordering::Acquire) != m.current_term {
+            let _g = match self.take_over.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if self.ready_term.load(Ordering::Acquire) != m.current_term {
+                server.held.reset();
+                server.recover_intents()?;
+                self.ready_term.store(m.current_term, Ordering::Release);
+                tracing::info!(
+                    fs = server.spec().fs,
+                    shard = server.spec().shard,
+                    term = m.current_term,
+                    "leading the shard"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn write(&self, changes: Changes) -> Result<(), OpError> {
+        let write = self.raft.client_write(changes);
+        match tokio::time::timeout(Duration::from_millis(self.timing.commit_timeout_ms), write)
+            .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(OpError::NotLeader {
+                    what: match f.leader_node {
+                        Some(n) => {
+                            format!("this replica no longer leads the shard; {} does", n.addr)
+                        }
+                        None => "this replica no longer leads the shard; try again".into(),
+                    },
+                })
+            }
+            Ok(Err(e)) => Err(OpError::Replication {
+                reason: e.to_string(),
+            }),
+            Err(_) => Err(OpError::NoMajority {
+                waited_ms: self.timing.commit_timeout_ms,
+            }),
+        }
+    }
+
+    /// Commits `changes` through the group and waits until they are applied
+    /// here (from a thread that may block).
+    pub(crate) fn propose(&self, changes: Vec<Change>) -> Result<(), OpError> {
+        block(&self.rt, self.write(Changes(changes)))
+    }
+
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "stopping a shard replica");
+        }
+    }
+}
+
+/// Runs `f` to completion from synchronous code: in place on a
+/// multi-threaded runtime's thread, on `rt` from any other thread.
+fn block<F>(rt: &Handle, f: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| h.block_on(f))
+        }
+        Ok(_) => std::thread::scope(|s| match s.spawn(|| rt.block_on(f)).join() {
+            Ok(out) => out,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }),
+        Err(_) => rt.block_on(f),
+    }
+}

@@ -1,0 +1,254 @@
+//! Three replicas of one shard in one process, over a transport that can
+//! cut any of them off.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redb::ReadableDatabase;
+use weft_proto::msg::{MetaRequest, RaftKind};
+use weft_proto::types::{RenameMode, ROOT_INO};
+use weft_proto::ErrorKind;
+use weft_raft::{BoxFuture, RaftTransport, TransportError};
+
+use super::*;
+use crate::testutil::Fx;
+
+#[derive(Default)]
+struct Net {
+    groups: Mutex<HashMap<String, Arc<ShardGroup>>>,
+    down: Mutex<HashSet<String>>,
+}
+
+impl RaftTransport for Net {
+    fn call(
+        &self,
+        addr: String,
+        kind: RaftKind,
+        payload: Vec<u8>,
+        _timeout: Duration,
+    ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
+        let group = self.groups.lock().unwrap().get(&addr).cloned();
+        let down = self.down.lock().unwrap().contains(&addr);
+        Box::pin(async move {
+            match group {
+                Some(g) if !down => Ok(g.serve(kind, &payload).await),
+                _ => Err(TransportError {
+                    addr,
+                    reason: "cut off".into(),
+                }),
+            }
+        })
+    }
+}
+
+fn timing() -> ReplicaTiming {
+    ReplicaTiming {
+        heartbeat_ms: 50,
+        election_min_ms: 300,
+        election_max_ms: 600,
+        commit_timeout_ms: 5_000,
+        snapshot_every: 10_000,
+        log_kept: 1_000,
+    }
+}
+
+struct Replicas {
+    net: Arc<Net>,
+    fx: Vec<Option<Fx>>,
+    groups: Vec<Option<Arc<ShardGroup>>>,
+    timing: ReplicaTiming,
+}
+
+fn addr(i: usize) -> String {
+    format!("r{}", i + 1)
+}
+
+impl Replicas {
+    async fn new(timing: ReplicaTiming) -> Replicas {
+        let net = Arc::new(Net::default());
+        let mut r = Replicas {
+            net,
+            fx: Vec::new(),
+            groups: Vec::new(),
+            timing,
+        };
+        for i in 0..3 {
+            let fx = Fx::new();
+            let g = ShardGroup::start(&fx.srv, i as u64 + 1, r.net.clone(), timing)
+                .await
+                .unwrap();
+            r.net.groups.lock().unwrap().insert(addr(i), g.clone());
+            r.fx.push(Some(fx));
+            r.groups.push(Some(g));
+        }
+        let members: Vec<(u64, String)> = (0..3).map(|i| (i as u64 + 1, addr(i))).collect();
+        let g0 = r.groups[0].clone().unwrap();
+        g0.initialize(&r.fx[0].as_ref().unwrap().srv, &members)
+            .await
+            .unwrap();
+        r
+    }
+
+    /// The replica that serves, waiting for one.
+    async fn leader(&self) -> usize {
+        for _ in 0..400 {
+            for (i, g) in self.groups.iter().enumerate() {
+                if let (Some(g), Some(fx)) = (g, &self.fx[i]) {
+                    if g.ready(&fx.srv).is_ok() {
+                        return i;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no replica came to lead the shard");
+    }
+
+    fn fx(&self, i: usize) -> &Fx {
+        self.fx[i].as_ref().unwrap()
+    }
+
+    /// Stops replica `i` as a kill would: its Raft stops, nothing reaches it.
+    async fn kill(&mut self, i: usize) {
+        self.net.down.lock().unwrap().insert(addr(i));
+        if let Some(g) = self.groups[i].take() {
+            g.shutdown().await;
+        }
+        self.net.groups.lock().unwrap().remove(&addr(i));
+    }
+
+    /// Starts replica `i` again from its database.
+    async fn restart(&mut self, i: usize) {
+        let fx = self.fx[i].take().unwrap().reopen();
+        let g = ShardGroup::start(&fx.srv, i as u64 + 1, self.net.clone(), self.timing)
+            .await
+            .unwrap();
+        self.net.groups.lock().unwrap().insert(addr(i), g.clone());
+        self.net.down.lock().unwrap().remove(&addr(i));
+        self.fx[i] = Some(fx);
+        self.groups[i] = Some(g);
+    }
+
+    /// Waits until replica `i` has applied everything replica `j` has.
+    async fn caught_up(&self, i: usize, j: usize) {
+        let target = self.groups[j].as_ref().unwrap().leadership().last_applied;
+        for _ in 0..400 {
+            if self.groups[i].as_ref().unwrap().leadership().last_applied >= target {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("replica {i} did not catch up");
+    }
+
+    /// Every record of replica `i`'s shard.
+    fn records(&self, i: usize) -> BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)> {
+        let txn = self.fx(i).srv.db.begin_read().unwrap();
+        let mut out = BTreeSet::new();
+        snapshot::for_each_record(&txn, |c| {
+            out.insert((format!("{:?}", c.table), c.key, c.value));
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    async fn stop(mut self) {
+        for i in 0..3 {
+            self.kill(i).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_reach_every_replica_and_survive_the_leader() {
+    let mut r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    for n in 0..20 {
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+    }
+    let d = r.fx(l).mkdir(ROOT_INO, "d");
+    r.fx(l).file(d.ino, "inner");
+    r.fx(l)
+        .rename(ROOT_INO, "f0", d.ino, "moved", RenameMode::Replace)
+        .unwrap();
+    r.fx(l).unlink(ROOT_INO, "f1").unwrap();
+
+    // The others refuse, naming the leader.
+    for i in (0..3).filter(|&i| i != l) {
+        assert_eq!(
+            r.fx(i).err(MetaRequest::GetAttr { ino: ROOT_INO }),
+            ErrorKind::NotServing
+        );
+        r.caught_up(i, l).await;
+        assert_eq!(
+            r.records(i),
+            r.records(l),
+            "replica {i} differs from the leader"
+        );
+    }
+
+    r.kill(l).await;
+    let l2 = r.leader().await;
+    assert_ne!(l2, l);
+    let mut names = r.fx(l2).names(ROOT_INO);
+    names.sort();
+    let mut want: Vec<String> = (2..20).map(|n| format!("f{n}")).collect();
+    want.push("d".into());
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(r.fx(l2).names(d.ino).len(), 2);
+    // The new leader's inode numbers do not repeat the old one's.
+    let a = r.fx(l2).file(ROOT_INO, "after");
+    assert!(a.ino > d.ino);
+
+    // The old leader comes back as a follower and catches up.
+    r.restart(l).await;
+    r.caught_up(l, l2).await;
+    assert_eq!(r.records(l), r.records(l2));
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_behind_the_dropped_log_gets_a_snapshot() {
+    let mut t = timing();
+    t.snapshot_every = 20;
+    t.log_kept = 5;
+    let mut r = Replicas::new(t).await;
+    let l = r.leader().await;
+    let behind = (l + 1) % 3;
+    r.kill(behind).await;
+    for n in 0..120 {
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+    }
+    // The leader dropped the log the cut-off replica would need.
+    let mut dropped = false;
+    for _ in 0..200 {
+        if r.groups[l].as_ref().unwrap().leadership().log_entries < 60 {
+            dropped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(dropped, "{:?}", r.groups[l].as_ref().unwrap().leadership());
+    r.restart(behind).await;
+    r.caught_up(behind, l).await;
+    assert_eq!(r.records(behind), r.records(l));
+    let mut snap = r.fx(behind).srv.path().to_owned().into_os_string();
+    snap.push(".snap");
+    assert!(
+        std::path::Path::new(&snap).exists(),
+        "no snapshot installed"
+    );
+    // It serves from what it installed once it leads.
+    r.kill(l).await;
+    let other = (0..3).find(|&i| i != l && i != behind).unwrap();
+    r.kill(other).await;
+    r.restart(other).await;
+    let l2 = r.leader().await;
+    assert_eq!(r.fx(l2).names(ROOT_INO).len(), 120);
+    r.stop().await;
+}

@@ -1,0 +1,64 @@
+//! What every Raft group of Weft shares (openraft 0.9, storage API v2): the
+//! log store in redb ([`LogStore`]), the network over a transport the node
+//! provides ([`Network`], [`RaftTransport`]), the versioned message codec,
+//! and the answer to a message from another member ([`serve`]). A group
+//! brings its own type configuration and state machine: the quorum's is the
+//! cluster configuration (`weft-quorum`), a metadata shard's the shard's
+//! records (`weft-meta`).
+//!
+//! Member ids are `u64` and members are named by address
+//! ([`openraft::BasicNode`]) in every group.
+
+// openraft's storage traits return its `StorageError` (large); the helpers
+// beside them return the same type rather than boxing and unboxing it.
+#[allow(clippy::result_large_err)]
+mod log;
+mod network;
+
+use openraft::{BasicNode, Raft, RaftTypeConfig};
+use weft_proto::msg::RaftKind;
+
+pub use log::{decode, encode, get_meta, put_meta, read_err, write_err, LogStore, LOG, META};
+pub use network::{
+    decode_msg, encode_msg, BoxFuture, CodecError, Network, RaftTransport, TransportError,
+};
+
+/// Version of the encoding of Raft messages between members and of the
+/// records the log store keeps on disk. Bumped with any change to either.
+pub const RAFT_FORMAT: u32 = 1;
+
+pub type LogId = openraft::LogId<u64>;
+pub type Vote = openraft::Vote<u64>;
+pub type StorageError = openraft::StorageError<u64>;
+pub type StoredMembership = openraft::StoredMembership<u64, BasicNode>;
+
+/// The type configurations this crate serves: `u64` member ids named by
+/// address, openraft's own entry type.
+pub trait Group:
+    RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<Self>>
+{
+}
+
+impl<C> Group for C where
+    C: RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<C>>
+{
+}
+
+/// Answers a Raft message from another member of `raft`'s group with the
+/// encoded reply (an encoded error if the message does not decode).
+pub async fn serve<C: Group>(raft: &Raft<C>, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
+    match kind {
+        RaftKind::AppendEntries => match decode_msg(payload) {
+            Ok(req) => encode_msg(&raft.append_entries(req).await),
+            Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
+        },
+        RaftKind::Vote => match decode_msg(payload) {
+            Ok(req) => encode_msg(&raft.vote(req).await),
+            Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
+        },
+        RaftKind::InstallSnapshot => match decode_msg(payload) {
+            Ok(req) => encode_msg(&raft.install_snapshot(req).await),
+            Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
+        },
+    }
+}
