@@ -254,18 +254,58 @@ impl Client {
                 }
             }
         }
-        let peer = self.meta_peer(route)?;
-        Ok(peer
-            .call(
+        let shard = ino_shard(route);
+        let answer = self
+            .cluster
+            .call_shard(
+                &self.fs,
+                shard,
                 Request::Meta {
                     fs: self.fs.id,
-                    shard: ino_shard(route),
-                    req,
+                    shard,
+                    req: req.clone(),
                     cred: crate::caller::current(),
                 },
                 data,
             )
-            .await?)
+            .await;
+        match answer.result {
+            Err(weft_net::NetError::Remote(e)) if answer.unsure => {
+                self.after_unsure(route, req, e).await
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// A change sent again after a replicated shard changed leaders, whose
+    /// first attempt may have been done: an `Exists` to a create is taken
+    /// as that attempt (the file is looked up), a `NotFound` to a removal
+    /// as done; any other refusal stands.
+    async fn after_unsure(
+        &self,
+        route: Ino,
+        req: MetaRequest,
+        e: weft_proto::RemoteError,
+    ) -> Result<(Response, Bytes), ClientError> {
+        tracing::info!(route, error = %e, "a change was resent after a leader change");
+        match (&req, e.kind) {
+            (
+                MetaRequest::Create { parent, name, .. }
+                | MetaRequest::CreateMasked { parent, name, .. },
+                ErrorKind::Exists,
+            ) => {
+                let lookup = MetaRequest::Lookup {
+                    parent: *parent,
+                    name: name.clone(),
+                };
+                Box::pin(self.meta(route, lookup, Bytes::new())).await
+            }
+            (MetaRequest::Unlink { .. }, ErrorKind::NotFound) => {
+                Ok((Response::Unlinked { orphan: None }, Bytes::new()))
+            }
+            (MetaRequest::Rmdir { .. }, ErrorKind::NotFound) => Ok((Response::Unit, Bytes::new())),
+            _ => Err(weft_net::NetError::Remote(e).into()),
+        }
     }
 
     pub(crate) async fn meta_attr(

@@ -21,6 +21,8 @@ pub struct Cluster {
     pool: Pool,
     quorum: Arc<Peer>,
     config: RwLock<Arc<ClusterConfig>>,
+    /// The replica of each replicated shard that answered last.
+    leaders: crate::shard_route::ShardLeaders,
 }
 
 impl Cluster {
@@ -77,6 +79,7 @@ impl Cluster {
             pool,
             quorum,
             config: RwLock::new(Arc::new(config)),
+            leaders: Default::default(),
         })
     }
 
@@ -98,6 +101,7 @@ impl Cluster {
             pool,
             quorum,
             config: RwLock::new(Arc::new(config)),
+            leaders: Default::default(),
         }))
     }
 
@@ -163,6 +167,11 @@ impl Cluster {
         Ok(self.pool.peer(&n.addr))
     }
 
+    /// The node `node` (by the newest configuration).
+    pub fn peer_of(&self, node: NodeId) -> Result<Arc<Peer>, ClientError> {
+        self.node_peer(&self.config(), node)
+    }
+
     /// The connection pool (shared by every user of this cluster client).
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -176,11 +185,26 @@ impl Cluster {
         self.node_peer(&cfg, info.node)
     }
 
+    /// The node serving shard `shard` of `fs` as far as this client knows
+    /// (of a replicated shard, the replica that answered last).
     pub fn shard_peer(&self, fs: &FsInfo, shard: ShardId) -> Result<Arc<Peer>, ClientError> {
         let s = fs.shards.iter().find(|s| s.id == shard).ok_or_else(|| {
             ClientError::Config(format!("file system {} has no shard {shard}", fs.name))
         })?;
-        self.node_peer(&self.config(), s.node)
+        self.node_peer(&self.config(), self.leaders.node(fs.id, s))
+    }
+
+    /// Sends `req` to shard `shard` of `fs`, following a replicated shard's
+    /// leader (see [`crate::shard_route`]).
+    pub async fn call_shard(
+        &self,
+        fs: &FsInfo,
+        shard: ShardId,
+        req: Request,
+        data: Bytes,
+    ) -> crate::shard_route::ShardAnswer {
+        let cfg = self.config();
+        crate::shard_route::call_shard(&self.pool, &cfg, &self.leaders, fs, shard, req, data).await
     }
 
     /// Sends a request to the cluster manager: the quorum nodes in turn,

@@ -52,13 +52,11 @@ async fn renew(alive: Weak<()>, cluster: Arc<Cluster>, fs: FsInfo, client: u64) 
                 req: MetaRequest::RenewLease { ino, client },
                 cred: None,
             };
-            let answer = match cluster.shard_peer(&fs, shard.id) {
-                Ok(peer) => peer
-                    .call(req, Bytes::new())
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+            let answer = cluster
+                .call_shard(&fs, shard.id, req, Bytes::new())
+                .await
+                .result
+                .map_err(|e| e.to_string());
             match answer {
                 Ok((Response::Lease { ms }, _)) if ms > 0 => {
                     pause = pause.min((Duration::from_millis(ms) / 3).max(MIN_PAUSE));

@@ -3,7 +3,8 @@
 //! reads the cluster configuration from a quorum node, then talks to meta
 //! and nsd servers directly.
 //!
-//! - [`cluster`]: the configuration and how to route to shards and NSDs.
+//! - [`cluster`]: the configuration and how to route to shards and NSDs;
+//!   [`shard_route`]: reaching the replica that leads a replicated shard.
 //! - [`data`]: striping of file data over chains; reads and writes of
 //!   different blocks go to different NSD servers in parallel.
 //! - [`client`]: the file-system API (lookup, create, read, write, …), the
@@ -26,6 +27,7 @@ mod posix;
 mod reclaim;
 mod repair;
 mod route;
+pub mod shard_route;
 mod tokens;
 mod writeback;
 

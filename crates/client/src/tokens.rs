@@ -83,21 +83,30 @@ impl TokenKeeper {
         if self.started.swap(true, Ordering::AcqRel) {
             return Vec::new();
         }
+        // Every node holding a replica: whichever leads grants tokens.
         let mut by_node: BTreeMap<NodeId, ShardId> = BTreeMap::new();
         for s in &client.fs_info().shards {
-            by_node.entry(s.node).or_insert(s.id);
+            for n in s.holders() {
+                by_node.entry(n).or_insert(s.id);
+            }
         }
         let mut heard = Vec::new();
-        for shard in by_node.into_values() {
+        for (node, shard) in by_node {
             let (tx, rx) = tokio::sync::oneshot::channel();
             heard.push(rx);
-            tokio::spawn(poll(Arc::downgrade(client), shard, tx));
+            tokio::spawn(poll(Arc::downgrade(client), node, shard, tx));
         }
         heard
     }
 }
 
-async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sender<()>) {
+/// Polls node `node`, routing by a shard it holds.
+async fn poll(
+    me: Weak<Client>,
+    node: NodeId,
+    shard: ShardId,
+    first: tokio::sync::oneshot::Sender<()>,
+) {
     let mut first = Some(first);
     let mut acked = 0u64;
     // The node last polled, told when the client goes.
@@ -117,7 +126,7 @@ async fn poll(me: Weak<Client>, shard: ShardId, first: tokio::sync::oneshot::Sen
             if first.is_some() { 0 } else { POLL_WAIT_MS },
             false,
         );
-        let peer = client.cluster().shard_peer(client.fs_info(), shard);
+        let peer = client.cluster().peer_of(node);
         // Not held while waiting: the client may go meanwhile.
         drop(client);
         let answer = match peer {

@@ -20,9 +20,17 @@
 //!   the state machine writes a snapshot file (`<shard>.redb.snap`, streamed,
 //!   [`snapshot`]) and the log before it is dropped, keeping the last 1,000.
 //!   A replica that fell behind the dropped log receives the snapshot.
-//! - **Start.** The first replica initialises the group with every member
-//!   and proposes its whole initial shard (root directory, counters) as the
-//!   first entry, so every replica starts from the same records.
+//! - **Start.** The first replica forms the group with every member. The
+//!   first leader proposes its whole new shard (root directory, counters,
+//!   and the `seeded` mark) as the first entry before it serves, so every
+//!   replica starts from the same records.
+//! - **Witness.** Raft needs a majority, so a group of two replicas stops
+//!   when one is lost. A shard with two replicas therefore has a third
+//!   member, a witness: it votes and keeps the log, but applies no records
+//!   and never serves. Its elections wait twice as long as a replica's, so a
+//!   replica normally wins; when the witness does win (it alone had the last
+//!   entries of a lost leader), it passes its log on to a replica and stops
+//!   its heartbeats, so that replica is elected next.
 
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
@@ -49,6 +57,7 @@ use weft_raft::RaftTransport;
 
 use crate::error::MetaError;
 use crate::fail::OpError;
+use crate::schema::key::SEEDED;
 use crate::server::MetaServer;
 use crate::txn::Change;
 
@@ -120,6 +129,7 @@ pub struct ShardGroup {
     ready_term: AtomicU64,
     /// Serialises taking over.
     take_over: std::sync::Mutex<()>,
+    witness: bool,
 }
 
 fn failed(e: impl std::fmt::Display) -> MetaError {
@@ -137,17 +147,19 @@ impl ShardGroup {
         id: u64,
         transport: Arc<dyn RaftTransport>,
         timing: ReplicaTiming,
+        witness: bool,
     ) -> Result<Arc<ShardGroup>, MetaError> {
         let db = server.db.clone();
         let mut snap = server.path().to_owned().into_os_string();
         snap.push(".snap");
-        let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap));
+        let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
+        let slower = if witness { 2 } else { 1 };
         let logs = weft_raft::LogStore::<ShardRaft>::new(db);
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,
-            election_timeout_min: timing.election_min_ms,
-            election_timeout_max: timing.election_max_ms,
+            election_timeout_min: timing.election_min_ms * slower,
+            election_timeout_max: timing.election_max_ms * slower,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(timing.snapshot_every),
             max_in_snapshot_log_to_keep: timing.log_kept,
             ..Default::default()
@@ -164,44 +176,54 @@ impl ShardGroup {
             timing,
             ready_term: AtomicU64::new(0),
             take_over: std::sync::Mutex::new(()),
+            witness,
         });
         server.set_replica(group.clone());
+        if witness {
+            tokio::spawn(step_down_when_caught_up(Arc::downgrade(&group)));
+        }
         Ok(group)
     }
 
-    /// Makes the group of `members` (id and address; this replica among
-    /// them) and proposes this replica's whole shard as its first entry.
-    /// Only for a new group, on one replica.
-    pub async fn initialize(
-        &self,
-        server: &MetaServer,
-        members: &[(u64, String)],
-    ) -> Result<(), MetaError> {
+    /// Whether the group was formed (this member has a vote or a log).
+    pub async fn is_initialized(&self) -> bool {
+        self.raft.is_initialized().await.unwrap_or(false)
+    }
+
+    /// Whether this member is the group's witness.
+    pub fn is_witness(&self) -> bool {
+        self.witness
+    }
+
+    /// Forms the group of `members` (id and address; this replica among
+    /// them). Only for a new group, on one replica.
+    pub async fn initialize(&self, members: &[(u64, String)]) -> Result<(), MetaError> {
         let nodes: BTreeMap<u64, BasicNode> = members
             .iter()
             .map(|(id, addr)| (*id, BasicNode::new(addr)))
             .collect();
-        self.raft.initialize(nodes).await.map_err(failed)?;
-        let deadline = tokio::time::Instant::now()
-            + Duration::from_millis(
-                self.timing.election_max_ms * 5 + self.timing.commit_timeout_ms,
-            );
-        while self.raft.metrics().borrow().current_leader != Some(self.id) {
-            if tokio::time::Instant::now() > deadline {
-                return Err(failed("the first replica did not come to lead its shard"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        self.raft.initialize(nodes).await.map_err(failed)
+    }
+
+    /// The first leader of a new group proposes its whole shard first.
+    fn seed_if_new(&self, server: &MetaServer) -> Result<(), OpError> {
+        let txn = server.db.begin_read()?;
+        let seeded = txn.open_table(crate::schema::META)?.get(SEEDED)?.is_some();
+        if seeded {
+            return Ok(());
         }
         let mut seed = Vec::new();
-        {
-            let txn = server.db.begin_read().map_err(failed)?;
-            snapshot::for_each_record(&txn, |c| {
-                seed.push(c);
-                Ok(())
-            })
-            .map_err(failed)?;
-        }
-        self.write(Changes(seed)).await.map_err(failed)
+        snapshot::for_each_record(&txn, |c| {
+            seed.push(c);
+            Ok(())
+        })?;
+        drop(txn);
+        seed.push(Change {
+            table: crate::txn::Table::Kv(crate::kv::Space::Meta),
+            key: SEEDED.as_bytes().to_vec(),
+            value: Some(1u64.to_le_bytes().to_vec()),
+        });
+        self.propose(seed)
     }
 
     pub fn id(&self) -> u64 {
@@ -211,6 +233,34 @@ impl ShardGroup {
     /// Answers a Raft message from another replica of the shard.
     pub async fn serve(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
         weft_raft::serve(&self.raft, kind, payload).await
+    }
+
+    /// [`Self::serve`] from a thread that may block.
+    pub fn serve_blocking(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
+        block(&self.rt, self.serve(kind, payload))
+    }
+
+    /// This replica's view, for `weft meta list`.
+    pub fn info(&self) -> weft_proto::msg::ReplicaInfo {
+        let l = self.leadership();
+        let m = self.raft.metrics().borrow().clone();
+        let role = match l.state {
+            _ if self.witness => "witness",
+            ServerState::Leader => "leader",
+            ServerState::Follower => "follower",
+            ServerState::Candidate => "candidate",
+            ServerState::Learner => "learner",
+            ServerState::Shutdown => "stopped",
+        };
+        weft_proto::msg::ReplicaInfo {
+            member: self.id,
+            role: role.into(),
+            leader: l.leader.map(|(id, _)| id),
+            term: m.current_term,
+            last_applied: l.last_applied,
+            log_entries: l.log_entries,
+            serving: l.serving,
+        }
     }
 
     pub fn leadership(&self) -> ShardLeadership {
@@ -238,7 +288,8 @@ impl ShardGroup {
             members,
             last_applied: m.last_applied.map(|l| l.index),
             log_entries,
-            serving: m.current_leader == Some(self.id)
+            serving: !self.witness
+                && m.current_leader == Some(self.id)
                 && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
         }
     }
@@ -248,7 +299,7 @@ impl ShardGroup {
     /// again first.
     pub(crate) fn ready(&self, server: &MetaServer) -> Result<(), OpError> {
         let m = self.raft.metrics().borrow().clone();
-        if m.current_leader != Some(self.id) {
+        if m.current_leader != Some(self.id) || self.witness {
             let leader = m.current_leader.and_then(|l| {
                 m.membership_config
                     .membership()
@@ -273,8 +324,15 @@ impl ShardGroup {
                 Err(p) => p.into_inner(),
             };
             if self.ready_term.load(Ordering::Acquire) != m.current_term {
+                if crate::server::local_only() {
+                    // Taking over waits for the group: not on this thread.
+                    return Err(OpError::Remote {
+                        shard: server.spec().shard,
+                    });
+                }
                 server.held.reset();
                 server.recover_intents()?;
+                self.seed_if_new(server)?;
                 self.ready_term.store(m.current_term, Ordering::Release);
                 tracing::info!(
                     fs = server.spec().fs,
@@ -321,6 +379,43 @@ impl ShardGroup {
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "stopping a shard replica");
+        }
+    }
+}
+
+/// A witness that leads hands the lead on: once a replica has its whole
+/// log, it stops heartbeats and elections until another member leads.
+async fn step_down_when_caught_up(group: std::sync::Weak<ShardGroup>) {
+    let mut handing = false;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(g) = group.upgrade() else {
+            return;
+        };
+        let m = g.raft.metrics().borrow().clone();
+        if m.state == ServerState::Shutdown {
+            return;
+        }
+        let leading = m.current_leader == Some(g.id);
+        if leading && !handing {
+            let last = m.last_log_index;
+            let caught_up = m.replication.as_ref().is_some_and(|r| {
+                r.iter()
+                    .any(|(id, matched)| *id != g.id && matched.map(|l| l.index) == last)
+            });
+            if caught_up {
+                tracing::info!(
+                    member = g.id,
+                    "witness leading; handing the shard to a replica"
+                );
+                g.raft.runtime_config().heartbeat(false);
+                g.raft.runtime_config().elect(false);
+                handing = true;
+            }
+        } else if !leading && handing {
+            g.raft.runtime_config().heartbeat(true);
+            g.raft.runtime_config().elect(true);
+            handing = false;
         }
     }
 }

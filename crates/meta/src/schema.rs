@@ -40,6 +40,9 @@ pub(crate) mod key {
     /// Inode records held, orphans included.
     pub(crate) const INODES_USED: &str = "inodes_used";
     /// Bytes of file data held inside inode records.
+    /// Set (to 1) by the first entry of a replicated shard's Raft group,
+    /// which carries the records of its leader's new shard (see `replica`).
+    pub(crate) const SEEDED: &str = "seeded";
     pub(crate) const INLINE_BYTES: &str = "inline_bytes";
 }
 

@@ -409,7 +409,10 @@ impl MetaServer {
         let span = tracing::debug_span!("meta", op, fs = self.spec.fs, shard = self.spec.shard);
         let _enter = span.enter();
         let run = || {
-            self.ready()?;
+            // Token polls are the node's, answered by every replica.
+            if !matches!(req, MetaRequest::Tokens { .. } | MetaRequest::Replica) {
+                self.ready()?;
+            }
             if let Some(c) = cred {
                 self.read(|s| crate::perm::check(s, &req, c))?;
             }
@@ -689,6 +692,18 @@ impl MetaServer {
                 );
                 Response::Unit
             }
+            MetaRequest::Replica => Response::Replica(match self.replica() {
+                Some(g) => g.info(),
+                None => weft_proto::msg::ReplicaInfo {
+                    member: 0,
+                    role: "single".into(),
+                    leader: None,
+                    term: 0,
+                    last_applied: None,
+                    log_entries: 0,
+                    serving: true,
+                },
+            }),
             MetaRequest::Tokens {
                 client,
                 leave: true,
@@ -880,6 +895,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::RenewLease { .. } => "renew_lease",
         MetaRequest::Shard(op) => op.into(),
         MetaRequest::Tokens { .. } => "tokens",
+        MetaRequest::Replica => "replica",
         MetaRequest::Writing { .. } => "writing",
     }
 }

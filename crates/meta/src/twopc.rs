@@ -569,6 +569,10 @@ impl MetaServer {
     /// decisions older than [`STALE`], asks the coordinators of intents
     /// older than that how they ended. Returns how many it settled.
     pub fn resolve_stale(&self) -> usize {
+        // A replica that does not lead leaves it to the one that does.
+        if self.ready().is_err() {
+            return 0;
+        }
         match self.try_resolve_stale() {
             Ok(n) => n,
             Err(e) => {

@@ -186,7 +186,51 @@ pub struct ChainTable {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardInfo {
     pub id: ShardId,
+    /// The node that serves the shard; of a replicated shard, its first
+    /// replica (the one that forms its Raft group).
     pub node: NodeId,
+    /// Every node holding a replica of the shard, `node` first; empty for a
+    /// shard with one copy (on `node`).
+    #[serde(default)]
+    pub replicas: Vec<NodeId>,
+    /// A node that votes in the shard's Raft group and keeps its log but no
+    /// records, so a shard with two replicas still has a majority when one
+    /// is lost (see `docs/metadata.md`).
+    #[serde(default)]
+    pub witness: Option<NodeId>,
+}
+
+impl ShardInfo {
+    /// A shard with one copy on `node`.
+    pub fn single(id: ShardId, node: NodeId) -> ShardInfo {
+        ShardInfo {
+            id,
+            node,
+            replicas: Vec::new(),
+            witness: None,
+        }
+    }
+
+    /// The nodes holding the shard's records, the first one first.
+    pub fn holders(&self) -> Vec<NodeId> {
+        if self.replicas.is_empty() {
+            vec![self.node]
+        } else {
+            self.replicas.clone()
+        }
+    }
+
+    /// Whether the shard's changes commit through a Raft group.
+    pub fn replicated(&self) -> bool {
+        self.replicas.len() > 1
+    }
+
+    /// Every member of the shard's Raft group: replicas, then the witness.
+    pub fn members(&self) -> Vec<NodeId> {
+        let mut m = self.holders();
+        m.extend(self.witness);
+        m
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

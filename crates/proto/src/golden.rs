@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 15;
+const TABLE_WIRE_VERSION: u16 = 16;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -497,6 +497,21 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "01070121aa80808080804001e8076402041b",
         ),
         (
+            "MetaRequest::Replica",
+            meta(MetaRequest::Replica),
+            "0107012201e8076402041b",
+        ),
+        (
+            "Request::ShardRaft",
+            Sample::Request(Request::ShardRaft {
+                fs: 7,
+                shard: 1,
+                kind: crate::msg::RaftKind::Vote,
+                payload: vec![1, 2],
+            }),
+            "04070101020102",
+        ),
+        (
             "MetaRequest::Shard",
             meta(MetaRequest::Shard(crate::shard::ShardOp::Prepare(
                 crate::shard::Prepare {
@@ -567,7 +582,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -795,7 +810,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         (
             "Response::Config",
             response(Response::Config(Box::new(cluster_config()))),
-            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108",
+            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108",
         ),
         (
             "Response::Lock",
@@ -855,6 +870,19 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "1d09000300aa8080808080400101016102aa808080808040",
         ),
         (
+            "Response::Replica",
+            response(Response::Replica(crate::msg::ReplicaInfo {
+                member: 2,
+                role: "leader".into(),
+                leader: Some(2),
+                term: 5,
+                last_applied: Some(41),
+                log_entries: 42,
+                serving: true,
+            })),
+            "1e02066c656164657201020501292a01",
+        ),
+        (
             "Response::Joined",
             response(Response::Joined {
                 node: 2,
@@ -862,7 +890,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 seal_nonce: bytes32(0xA0),
                 sealed_secret: bytes32(0xC0),
             }),
-            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001010673797374656d0201020506010106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
+            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
         ),
         ("Response::Epoch", response(Response::Epoch(42)), "152a"),
         (
@@ -1063,7 +1091,7 @@ fn fs_info() -> FsInfo {
         format_version: 1,
         max_inodes: 1_000_000,
         data_in_inode: true,
-        shards: vec![ShardInfo { id: 0, node: 1 }],
+        shards: vec![ShardInfo::single(0, 1)],
         chain_tables: vec![ChainTable {
             pool: "system".into(),
             version: 2,
@@ -1210,6 +1238,7 @@ fn request_variants(r: &Request) -> Vec<Variant> {
             v
         }
         Request::Node(n) => vec![("Request", "Node"), ("NodeRequest", node_variant(n))],
+        Request::ShardRaft { .. } => vec![("Request", "ShardRaft")],
     }
 }
 
@@ -1265,6 +1294,7 @@ fn meta_variant(r: &MetaRequest) -> &'static str {
         MetaRequest::RenewLease { .. } => "RenewLease",
         MetaRequest::Shard(_) => "Shard",
         MetaRequest::Tokens { .. } => "Tokens",
+        MetaRequest::Replica => "Replica",
         MetaRequest::Writing { .. } => "Writing",
     }
 }
@@ -1339,6 +1369,7 @@ fn response_variant(r: &Response) -> &'static str {
         Response::Applied(_) => "Applied",
         Response::ChainFailed { .. } => "ChainFailed",
         Response::Revoked(_) => "Revoked",
+        Response::Replica(_) => "Replica",
     }
 }
 

@@ -82,6 +82,14 @@ pub enum Request {
     /// Requests to the node daemon itself (mounts), from admin commands on
     /// the same node.
     Node(NodeRequest),
+    /// A Raft message between the replicas of a replicated metadata shard
+    /// (encoded by the meta role); answered with `Raft`.
+    ShardRaft {
+        fs: FsId,
+        shard: ShardId,
+        kind: RaftKind,
+        payload: Vec<u8>,
+    },
 }
 
 /// A request frame's body: the request and the id of the operation it is
@@ -101,6 +109,7 @@ impl Request {
             Request::Meta { req, .. } => ("meta", req.into()),
             Request::Quorum(r) => ("quorum", r.into()),
             Request::Node(r) => ("node", r.into()),
+            Request::ShardRaft { .. } => ("meta", "ShardRaft"),
         }
     }
 }
@@ -463,6 +472,9 @@ pub enum MetaRequest {
     Writing {
         ino: Ino,
     },
+    /// How this node's replica of the shard sees its Raft group; answered
+    /// by every replica, leading or not, with `Replica`.
+    Replica,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -689,6 +701,25 @@ pub enum Response {
     Shard(crate::shard::ShardReply),
     /// Answer to `Tokens`.
     Revoked(crate::token::Revocations),
+    /// Answer to `MetaRequest::Replica`.
+    Replica(ReplicaInfo),
+}
+
+/// One replica's view of its shard's Raft group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaInfo {
+    /// The replica's member id (its node id).
+    pub member: u64,
+    /// "leader", "follower", "candidate", "learner", "witness" or "single"
+    /// (a shard with one copy).
+    pub role: String,
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub last_applied: Option<u64>,
+    /// Entries in its log (the log before its last snapshot is dropped).
+    pub log_entries: u64,
+    /// Whether it serves requests now.
+    pub serving: bool,
 }
 
 #[cfg(test)]

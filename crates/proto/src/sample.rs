@@ -62,7 +62,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             format_version: FORMAT_VERSION,
             max_inodes: 0,
             data_in_inode: false,
-            shards: vec![ShardInfo { id: 0, node: 1 }],
+            shards: vec![ShardInfo::single(0, 1)],
             chain_tables: vec![table],
             spares: Vec::new(),
         }],

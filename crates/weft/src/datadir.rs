@@ -272,7 +272,7 @@ pub fn plan_cluster(
         max_inodes: (total / BYTES_PER_INODE).max(MIN_INODES),
         data_in_inode: true,
         shards: (0..opts.meta_shards.max(1))
-            .map(|id| ShardInfo { id, node: 1 })
+            .map(|id| ShardInfo::single(id, 1))
             .collect(),
         chain_tables: vec![table],
         spares: Vec::new(),

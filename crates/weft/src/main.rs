@@ -157,8 +157,16 @@ pub struct Target {
 }
 
 fn main() -> ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // openraft logs every failed send to a member that is down, several
+    // times a second: quiet unless WEFT_LOG names it.
+    let given = std::env::var("WEFT_LOG").unwrap_or_else(|_| "warn".into());
+    let directives = if given.contains("openraft") {
+        given
+    } else {
+        format!("{given},openraft=off")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=off"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -288,6 +288,20 @@ impl Handler for Node {
                 None => no_service(&format!("meta (shard {shard} of file system {fs})")),
             },
             Request::Quorum(r) => self.quorum(r, data),
+            Request::ShardRaft {
+                fs,
+                shard,
+                kind,
+                payload,
+            } => match self.meta_server(fs, shard).and_then(|m| m.replica()) {
+                Some(g) => (
+                    Response::Raft(g.serve_blocking(kind, &payload)),
+                    Bytes::new(),
+                ),
+                None => no_service(&format!(
+                    "a replica of shard {shard} of file system {fs} (not started here yet)"
+                )),
+            },
             Request::Node(r) => {
                 let control = match self.control.read() {
                     Ok(c) => c.clone(),
@@ -311,7 +325,9 @@ impl Handler for Node {
         match req {
             Request::Meta { fs, shard, req, .. } => {
                 self.meta_server(*fs, *shard)
-                    .is_some_and(|m| !m.spec().durable && m.spec().shards == 1)
+                    .is_some_and(|m| {
+                        !m.spec().durable && m.spec().shards == 1 && m.replica().is_none()
+                    })
                     // A change may wait for other clients to drop what they
                     // cache (see `weft_meta::tokens`).
                     && !self.may_wait_for_others(*fs, from, req)

@@ -1,13 +1,15 @@
 //! How a metadata shard reaches the other shards of its file system (see
 //! `weft_meta::ShardPeers`): it finds the node serving the shard in the
-//! newest configuration the node has and sends the request there as a
-//! node (no client credentials). Shards this node serves itself are reached
-//! without a socket (the pool's local handler).
+//! newest configuration the node has (of a replicated shard, the replica
+//! that leads, through `weft_client::shard_route`) and sends the request
+//! there as a node (no client credentials). Shards this node serves itself
+//! are reached without a socket (the pool's local handler).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use std::sync::Arc;
+use weft_client::shard_route::{call_shard, ShardLeaders};
 use weft_meta::ShardPeers;
 use weft_net::Pool;
 use weft_proto::shard::{ShardOp, ShardReply};
@@ -25,6 +27,7 @@ pub struct NodePeers {
     pool: Arc<Pool>,
     config: ConfigSource,
     rt: tokio::runtime::Handle,
+    leaders: ShardLeaders,
 }
 
 impl NodePeers {
@@ -39,10 +42,13 @@ impl NodePeers {
             pool,
             config,
             rt,
+            leaders: ShardLeaders::default(),
         }
     }
+}
 
-    fn addr_of(&self, shard: ShardId) -> Result<String, RemoteError> {
+impl ShardPeers for NodePeers {
+    fn call(&self, shard: ShardId, op: ShardOp) -> Result<ShardReply, RemoteError> {
         let missing = |what: String| RemoteError::new(ErrorKind::NoService, what);
         let cfg = (self.config)().ok_or_else(|| missing("no configuration yet".into()))?;
         let fs = cfg
@@ -50,25 +56,6 @@ impl NodePeers {
             .iter()
             .find(|f| f.id == self.fs)
             .ok_or_else(|| missing(format!("file system {} is gone", self.fs)))?;
-        let s = fs
-            .shards
-            .iter()
-            .find(|s| s.id == shard)
-            .ok_or_else(|| missing(format!("file system {} has no shard {shard}", fs.name)))?;
-        let node = cfg.node(s.node).ok_or_else(|| {
-            missing(format!(
-                "node {} of shard {shard} is not in the configuration",
-                s.node
-            ))
-        })?;
-        Ok(node.addr.clone())
-    }
-}
-
-impl ShardPeers for NodePeers {
-    fn call(&self, shard: ShardId, op: ShardOp) -> Result<ShardReply, RemoteError> {
-        let addr = self.addr_of(shard)?;
-        let peer = self.pool.peer(&addr);
         let req = Request::Meta {
             fs: self.fs,
             shard,
@@ -76,22 +63,34 @@ impl ShardPeers for NodePeers {
             cred: None,
         };
         let answer = self.rt.block_on(async {
-            tokio::time::timeout(SHARD_CALL_TIMEOUT, peer.call(req, Bytes::new())).await
+            tokio::time::timeout(
+                SHARD_CALL_TIMEOUT,
+                call_shard(
+                    &self.pool,
+                    &cfg,
+                    &self.leaders,
+                    fs,
+                    shard,
+                    req,
+                    Bytes::new(),
+                ),
+            )
+            .await
         });
-        match answer {
+        match answer.map(|a| a.result) {
             Ok(Ok((Response::Shard(r), _))) => Ok(r),
             Ok(Ok((Response::Error(e), _))) | Ok(Err(weft_net::NetError::Remote(e))) => Err(e),
             Ok(Ok((other, _))) => Err(RemoteError::new(
                 ErrorKind::Io,
-                format!("shard {shard} at {addr} answered {other:?}"),
+                format!("shard {shard} answered {other:?}"),
             )),
             Ok(Err(e)) => Err(RemoteError::new(
                 ErrorKind::NoService,
-                format!("shard {shard} at {addr}: {e}"),
+                format!("shard {shard}: {e}"),
             )),
             Err(_) => Err(RemoteError::new(
                 ErrorKind::NoService,
-                format!("shard {shard} at {addr} did not answer within {SHARD_CALL_TIMEOUT:?}"),
+                format!("shard {shard} did not answer within {SHARD_CALL_TIMEOUT:?}"),
             )),
         }
     }

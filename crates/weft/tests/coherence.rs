@@ -204,6 +204,7 @@ fn round(i: usize, w: &Path, r: &Path) {
 
 #[test]
 fn changes_on_one_node_are_seen_on_another_at_once() {
+    let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
     let Some(c) = boot("coh", 1, &clock) else {
         return;
@@ -270,6 +271,7 @@ fn check_ior(data: &[u8], what: &str, records: u64, len: usize) {
 
 #[test]
 fn shared_file_writes_from_two_nodes_read_back_exactly() {
+    let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
     let Some(c) = boot("ior2", 2, &clock) else {
         return;
@@ -332,6 +334,7 @@ fn lost_tokens(c: &Cluster) -> Vec<String> {
 
 #[test]
 fn a_client_that_unmounted_is_not_waited_for() {
+    let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
     let Some(c) = boot("gone", 1, &clock) else {
         return;

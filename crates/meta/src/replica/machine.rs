@@ -30,6 +30,9 @@ pub(crate) struct ShardMachine {
     db: Arc<Database>,
     /// The current snapshot's file (`<shard>.snap`).
     snap: PathBuf,
+    /// A witness keeps where the group is (applied id, membership) and no
+    /// records: its snapshots are empty and it drops what it is sent.
+    witness: bool,
 }
 
 fn op_err(e: OpError) -> StorageError {
@@ -41,8 +44,8 @@ fn io_read(e: std::io::Error) -> StorageError {
 }
 
 impl ShardMachine {
-    pub(crate) fn new(db: Arc<Database>, snap: PathBuf) -> Self {
-        ShardMachine { db, snap }
+    pub(crate) fn new(db: Arc<Database>, snap: PathBuf, witness: bool) -> Self {
+        ShardMachine { db, snap, witness }
     }
 
     fn with_suffix(&self, suffix: &str) -> PathBuf {
@@ -121,7 +124,7 @@ impl RaftSnapshotBuilder<ShardRaft> for ShardMachine {
         };
         let tmp = self.with_suffix(".tmp");
         let out = std::fs::File::create(&tmp).map_err(write_err)?;
-        snapshot::write(&txn, &meta, out).map_err(op_err)?;
+        snapshot::write(&txn, &meta, out, !self.witness).map_err(op_err)?;
         std::fs::rename(&tmp, &self.snap).map_err(write_err)?;
         let file = std::fs::File::open(&self.snap).map_err(io_read)?;
         Ok(Snapshot {
@@ -152,7 +155,9 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
             match &e.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(changes) => {
-                    apply_changes(&txn, &changes.0).map_err(op_err)?;
+                    if !self.witness {
+                        apply_changes(&txn, &changes.0).map_err(op_err)?;
+                    }
                 }
                 EntryPayload::Membership(m) => {
                     membership = Some(StoredMembership::new(Some(e.log_id), m.clone()));
@@ -191,8 +196,11 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
         let mut txn = self.db.begin_write().map_err(write_err)?;
         txn.set_durability(Durability::Immediate)
             .map_err(write_err)?;
-        clear(&txn).map_err(op_err)?;
-        snapshot::read_records(&mut records, |batch| apply_changes(&txn, batch)).map_err(op_err)?;
+        if !self.witness {
+            clear(&txn).map_err(op_err)?;
+            snapshot::read_records(&mut records, |batch| apply_changes(&txn, batch))
+                .map_err(op_err)?;
+        }
         Self::note(&txn, &meta.last_log_id, Some(&meta.last_membership))?;
         txn.commit().map_err(write_err)?;
         std::fs::rename(self.with_suffix(".recv"), &self.snap).map_err(write_err)?;

@@ -117,11 +117,13 @@ fn put_len(w: &mut impl Write, n: usize) -> Result<(), OpError> {
     w.write_all(&n.to_le_bytes()).map_err(io)
 }
 
-/// Writes the snapshot of what `txn` sees, described by `meta`, to `out`.
+/// Writes the snapshot of what `txn` sees, described by `meta`, to `out`
+/// (without `records`, the header alone: a witness's).
 pub(crate) fn write(
     txn: &ReadTransaction,
     meta: &Meta,
     out: std::fs::File,
+    records: bool,
 ) -> Result<std::fs::File, OpError> {
     let mut w = BufWriter::new(out);
     w.write_all(MAGIC).map_err(io)?;
@@ -130,6 +132,9 @@ pub(crate) fn write(
     put_len(&mut w, head.len())?;
     w.write_all(&head).map_err(io)?;
     for_each_record(txn, |c| {
+        if !records {
+            return Ok(());
+        }
         let value = c.value.unwrap_or_default();
         w.write_all(&[tag(c.table)]).map_err(io)?;
         put_len(&mut w, c.key.len())?;

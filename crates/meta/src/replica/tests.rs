@@ -57,6 +57,8 @@ fn timing() -> ReplicaTiming {
 
 struct Replicas {
     net: Arc<Net>,
+    /// Member 3 is a witness.
+    witness: bool,
     fx: Vec<Option<Fx>>,
     groups: Vec<Option<Arc<ShardGroup>>>,
     timing: ReplicaTiming,
@@ -68,27 +70,36 @@ fn addr(i: usize) -> String {
 
 impl Replicas {
     async fn new(timing: ReplicaTiming) -> Replicas {
+        Self::with(timing, false).await
+    }
+
+    async fn with(timing: ReplicaTiming, witness: bool) -> Replicas {
         let net = Arc::new(Net::default());
         let mut r = Replicas {
             net,
+            witness,
             fx: Vec::new(),
             groups: Vec::new(),
             timing,
         };
         for i in 0..3 {
             let fx = Fx::new();
-            let g = ShardGroup::start(&fx.srv, i as u64 + 1, r.net.clone(), timing)
-                .await
-                .unwrap();
+            let g = ShardGroup::start(
+                &fx.srv,
+                i as u64 + 1,
+                r.net.clone(),
+                timing,
+                r.is_witness(i),
+            )
+            .await
+            .unwrap();
             r.net.groups.lock().unwrap().insert(addr(i), g.clone());
             r.fx.push(Some(fx));
             r.groups.push(Some(g));
         }
         let members: Vec<(u64, String)> = (0..3).map(|i| (i as u64 + 1, addr(i))).collect();
         let g0 = r.groups[0].clone().unwrap();
-        g0.initialize(&r.fx[0].as_ref().unwrap().srv, &members)
-            .await
-            .unwrap();
+        g0.initialize(&members).await.unwrap();
         r
     }
 
@@ -107,6 +118,20 @@ impl Replicas {
         panic!("no replica came to lead the shard");
     }
 
+    fn is_witness(&self, i: usize) -> bool {
+        self.witness && i == 2
+    }
+
+    /// Cuts replica `i` off the network (it keeps running).
+    fn cut(&self, i: usize, off: bool) {
+        let mut down = self.net.down.lock().unwrap();
+        if off {
+            down.insert(addr(i));
+        } else {
+            down.remove(&addr(i));
+        }
+    }
+
     fn fx(&self, i: usize) -> &Fx {
         self.fx[i].as_ref().unwrap()
     }
@@ -123,9 +148,15 @@ impl Replicas {
     /// Starts replica `i` again from its database.
     async fn restart(&mut self, i: usize) {
         let fx = self.fx[i].take().unwrap().reopen();
-        let g = ShardGroup::start(&fx.srv, i as u64 + 1, self.net.clone(), self.timing)
-            .await
-            .unwrap();
+        let g = ShardGroup::start(
+            &fx.srv,
+            i as u64 + 1,
+            self.net.clone(),
+            self.timing,
+            self.is_witness(i),
+        )
+        .await
+        .unwrap();
         self.net.groups.lock().unwrap().insert(addr(i), g.clone());
         self.net.down.lock().unwrap().remove(&addr(i));
         self.fx[i] = Some(fx);
@@ -250,5 +281,35 @@ async fn a_replica_behind_the_dropped_log_gets_a_snapshot() {
     r.restart(other).await;
     let l2 = r.leader().await;
     assert_eq!(r.fx(l2).names(ROOT_INO).len(), 120);
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_and_a_witness_survive_the_leader() {
+    let mut r = Replicas::with(timing(), true).await;
+    let l = r.leader().await;
+    assert_ne!(l, 2, "the witness serves");
+    let other = 1 - l;
+    // The other replica misses the last writes; the witness has them.
+    r.fx(l).file(ROOT_INO, "both");
+    r.caught_up(other, l).await;
+    r.cut(other, true);
+    for n in 0..10 {
+        r.fx(l).file(ROOT_INO, &format!("late{n}"));
+    }
+    r.kill(l).await;
+    r.cut(other, false);
+    // The witness hands its log on; the replica leads with every write.
+    let l2 = r.leader().await;
+    assert_eq!(l2, other);
+    let names = r.fx(l2).names(ROOT_INO);
+    assert_eq!(names.len(), 11, "{names:?}");
+    assert_eq!(
+        r.fx(2).err(MetaRequest::GetAttr { ino: ROOT_INO }),
+        ErrorKind::NotServing
+    );
+    // The witness holds no records beyond its own start.
+    assert!(r.records(2).len() < r.records(l2).len());
+    r.fx(l2).file(ROOT_INO, "after");
     r.stop().await;
 }

@@ -93,12 +93,27 @@ pub struct FsCreateArgs {
 /// Most metadata shards a file system can have.
 pub const MAX_META_SHARDS: u16 = 4096;
 
-/// Shards `0..count` placed round-robin over `nodes`.
-pub fn place_shards(count: u16, nodes: &[u32]) -> Vec<ShardInfo> {
+/// Shards `0..count` placed round-robin over `nodes`, `replicas` copies
+/// each on distinct nodes (shard *k*'s on nodes *k*, *k*+1, …). A shard
+/// with two replicas gets the next node as its witness when there is one,
+/// so it keeps a Raft majority when a node is lost. The caller checks that
+/// there are nodes enough.
+pub fn place_shards(count: u16, nodes: &[u32], replicas: u8) -> Vec<ShardInfo> {
+    let n = nodes.len().max(1);
+    let at = |k: usize| nodes.get(k % n).copied().unwrap_or(0);
     (0..count)
-        .map(|id| ShardInfo {
-            id,
-            node: nodes[usize::from(id) % nodes.len()],
+        .map(|id| {
+            let k = usize::from(id);
+            if replicas <= 1 {
+                return ShardInfo::single(id, at(k));
+            }
+            let holders: Vec<u32> = (0..usize::from(replicas)).map(|r| at(k + r)).collect();
+            ShardInfo {
+                id,
+                node: holders[0],
+                replicas: holders,
+                witness: (replicas == 2 && n > 2).then(|| at(k + 2)),
+            }
         })
         .collect()
 }
@@ -295,12 +310,6 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             bail!("--meta-shards {n} is out of range: give 1 to {MAX_META_SHARDS}");
         }
     }
-    if args.meta_replicas > 1 {
-        bail!(
-            "-m {}: metadata replicas above 1 come with Raft-replicated shards; use -m 1 for now",
-            args.meta_replicas
-        );
-    }
     let stanzas = read_stanzas(&args.file)?;
     with_cluster(&args.target, async |local, pool, cfg| {
         let mut members = Vec::new();
@@ -363,7 +372,22 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             .meta_shards
             .unwrap_or(u16::try_from(meta_nodes.len()).unwrap_or(MAX_META_SHARDS));
         let ids: Vec<u32> = meta_nodes.iter().map(|n| n.id).collect();
-        let shards = place_shards(shard_count, &ids);
+        if ids.len() < usize::from(args.meta_replicas) {
+            bail!(
+                "-m {}: each metadata replica needs its own node, and {} node(s) run the meta role ({}); \
+                 join more with --roles meta or give a smaller -m",
+                args.meta_replicas,
+                ids.len(),
+                meta_nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        if args.meta_replicas == 2 && ids.len() == 2 {
+            eprintln!(
+                "weft: warning: -m 2 over two meta nodes has no third node for a witness: \
+                 a shard stops while either of its nodes is down"
+            );
+        }
+        let shards = place_shards(shard_count, &ids, args.meta_replicas);
         let placed_on = meta_nodes
             .iter()
             .map(|n| n.name.as_str())

@@ -36,9 +36,11 @@ use super::resync::Resyncs;
 use crate::datadir::DataDir;
 use crate::node::{Node, NodeControl, QuorumRole};
 
-/// Raft messages over the node's authenticated connections.
+/// Raft messages over the node's authenticated connections: the quorum's,
+/// or those of one replicated metadata shard.
 struct NetTransport {
     pool: Arc<Pool>,
+    shard: Option<(weft_proto::types::FsId, weft_proto::types::ShardId)>,
 }
 
 impl RaftTransport for NetTransport {
@@ -50,8 +52,17 @@ impl RaftTransport for NetTransport {
         timeout: Duration,
     ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
         let peer = self.pool.peer(&addr);
+        let shard = self.shard;
         Box::pin(async move {
-            let req = Request::Quorum(QuorumRequest::Raft { kind, payload });
+            let req = match shard {
+                None => Request::Quorum(QuorumRequest::Raft { kind, payload }),
+                Some((fs, shard)) => Request::ShardRaft {
+                    fs,
+                    shard,
+                    kind,
+                    payload,
+                },
+            };
             let fail = |reason: String| TransportError {
                 addr: addr.clone(),
                 reason,
@@ -81,7 +92,7 @@ pub async fn open_quorum(
     let store = RaftStore::open(
         &dir.join("quorum.redb"),
         u64::from(id),
-        Arc::new(NetTransport { pool }),
+        Arc::new(NetTransport { pool, shard: None }),
         RaftTiming::default(),
     )
     .await?;
@@ -277,11 +288,68 @@ struct ShardWiring<'a> {
     lock_lease_ms: u64,
     barrier: &'a BarrierFor,
     peers: &'a PeersFor,
+    /// Carries the Raft messages of replicated shards.
+    raft_pool: Arc<Pool>,
+}
+
+/// Starts this node's member of a replicated shard's Raft group, then
+/// serves the shard (as leader, or refusing with `NotServing` and taking
+/// part in the group). The first replica forms the group once.
+fn start_replica(
+    node: &Arc<Node>,
+    m: MetaServer,
+    me: u32,
+    cfg: &ClusterConfig,
+    fs: &weft_proto::config::FsInfo,
+    shard: &weft_proto::config::ShardInfo,
+    wiring: &ShardWiring<'_>,
+) {
+    let members: Vec<(u64, String)> = shard
+        .members()
+        .iter()
+        .filter_map(|id| cfg.node(*id).map(|n| (u64::from(*id), n.addr.clone())))
+        .collect();
+    let transport = Arc::new(NetTransport {
+        pool: wiring.raft_pool.clone(),
+        shard: Some((fs.id, shard.id)),
+    });
+    let first = shard.node == me;
+    let witness = shard.witness == Some(me);
+    let (fs_id, fs_name, shard_id) = (fs.id, fs.name.clone(), shard.id);
+    let node = node.clone();
+    tokio::spawn(async move {
+        let timing = weft_meta::ReplicaTiming::default();
+        let group = match weft_meta::ShardGroup::start(
+            &m,
+            u64::from(me),
+            transport,
+            timing,
+            witness,
+        )
+        .await
+        {
+            Ok(g) => g,
+            Err(e) => {
+                warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot start the shard replica");
+                return;
+            }
+        };
+        node.add_meta(fs_id, m);
+        info!(fs = %fs_name, shard = shard_id, witness, "serving a replica of the metadata shard");
+        if first && !group.is_initialized().await {
+            match group.initialize(&members).await {
+                Ok(()) => info!(fs = %fs_name, shard = shard_id, "formed the shard's Raft group"),
+                Err(e) => {
+                    warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot form the shard's Raft group")
+                }
+            }
+        }
+    });
 }
 
 /// Opens the meta shards and NSDs the configuration places on this node.
 fn reconcile(
-    node: &Node,
+    node: &Arc<Node>,
     served: &mut Served,
     dir: &DataDir,
     me: u32,
@@ -289,7 +357,7 @@ fn reconcile(
     wiring: &ShardWiring<'_>,
 ) {
     for fs in &cfg.filesystems {
-        for shard in fs.shards.iter().filter(|s| s.node == me) {
+        for shard in fs.shards.iter().filter(|s| s.members().contains(&me)) {
             if served.meta.contains(&(fs.id, shard.id)) {
                 continue;
             }
@@ -304,8 +372,12 @@ fn reconcile(
                 Ok(m) => {
                     m.set_data_barrier((wiring.barrier)(fs.id));
                     m.set_peers((wiring.peers)(fs.id));
-                    node.add_meta(fs.id, m);
                     served.meta.insert((fs.id, shard.id));
+                    if shard.members().len() > 1 {
+                        start_replica(node, m, me, cfg, fs, shard, wiring);
+                        continue;
+                    }
+                    node.add_meta(fs.id, m);
                     info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
                 }
                 Err(e) => {
@@ -528,6 +600,8 @@ async fn serve_node(
         })))
     };
     let mut served = Served::default();
+    // Raft messages of replicated shards, this node's own included.
+    let raft_pool = local_pool("shard-raft", 2);
     reconcile(
         &node,
         &mut served,
@@ -538,6 +612,7 @@ async fn serve_node(
             lock_lease_ms: cfg.failure_detection_time * 1000,
             barrier: barrier.as_ref(),
             peers: peers.as_ref(),
+            raft_pool: raft_pool.clone(),
         },
     );
     // Cross-shard transactions left half done by a crash or a lost message
@@ -637,6 +712,7 @@ async fn serve_node(
                         lock_lease_ms: cfg.failure_detection_time * 1000,
                         barrier: barrier.as_ref(),
                         peers: peers.as_ref(),
+                        raft_pool: raft_pool.clone(),
                     },
                 );
                 // After the servers know the new chain-table versions, so

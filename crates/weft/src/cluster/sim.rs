@@ -471,7 +471,7 @@ fn config(replicas: usize) -> ClusterConfig {
             format_version: FORMAT_VERSION,
             max_inodes: 0,
             data_in_inode: false,
-            shards: vec![ShardInfo { id: 0, node: 2 }],
+            shards: vec![ShardInfo::single(0, 2)],
             chain_tables: vec![table],
             spares: spare,
         }],

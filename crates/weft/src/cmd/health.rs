@@ -333,20 +333,46 @@ pub fn assess(
             .filter(|c| c.nsds.len() < usize::from(fs.default_data_replicas))
             .count();
         let restripe = format!("`weft restripe {} -r` shows the copies being made", fs.name);
-        let meta_down: Vec<String> = fs
-            .shards
-            .iter()
-            .filter(|s| {
-                !matches!(states, Ok(st) if st.iter().any(|n| n.node == s.node && n.state == NodeLiveness::Active))
-            })
-            .map(|s| format!("shard {} on {}", s.id, node_name(s.node)))
-            .collect();
+        let active = |node: u32| matches!(states, Ok(st) if st.iter().any(|n| n.node == node && n.state == NodeLiveness::Active));
+        let names = |nodes: &[u32]| {
+            nodes
+                .iter()
+                .map(|n| node_name(*n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        // A replicated shard serves while a majority of its Raft group is up.
+        let mut meta_down = Vec::new();
+        let mut meta_short = Vec::new();
+        for s in &fs.shards {
+            let members = s.members();
+            let down: Vec<u32> = members.iter().copied().filter(|n| !active(*n)).collect();
+            let need = if members.len() > 1 {
+                members.len() / 2 + 1
+            } else {
+                1
+            };
+            if members.len() - down.len() < need {
+                meta_down.push(format!("shard {} on {}", s.id, names(&members)));
+            } else if !down.is_empty() {
+                meta_short.push(format!("shard {} ({} down)", s.id, names(&down)));
+            }
+        }
         let (state, reason, action) = if !meta_down.is_empty() {
             (
                 Verdict::Failed,
                 format!("metadata {} is not served", meta_down.join(", ")),
-                "bring that node back: operations on the directories of those shards fail until it is (shards have one copy)"
+                "bring those nodes back: operations on the directories of those shards fail until a majority of each shard's replicas is up"
                     .into(),
+            )
+        } else if !meta_short.is_empty() {
+            (
+                Verdict::Degraded,
+                format!(
+                    "metadata {}: served by the other replicas",
+                    meta_short.join(", ")
+                ),
+                "bring those nodes back: each shard is one failure away from stopping".into(),
             )
         } else if lost > 0 {
             (
@@ -518,7 +544,7 @@ mod tests {
                 format_version: 1,
                 max_inodes: 0,
                 data_in_inode: true,
-                shards: vec![ShardInfo { id: 0, node: 1 }],
+                shards: vec![ShardInfo::single(0, 1)],
                 chain_tables: vec![ChainTable {
                     pool: "system".into(),
                     version: 1,

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use weft_client::Cluster;
 use weft_meta::fsck::{self, chunks, ShardRecords};
 use weft_proto::config::FsInfo;
+use weft_proto::msg::ReplicaInfo;
 use weft_proto::shard::{KvScan, ShardOp, ShardReply, Space};
 use weft_proto::types::ShardId;
 use weft_proto::{ErrorKind, MetaRequest, Request, Response};
@@ -50,18 +51,50 @@ pub(super) async fn call(
     shard: ShardId,
     req: MetaRequest,
 ) -> Result<Response> {
-    let peer = cluster.shard_peer(fs, shard)?;
     let req = Request::Meta {
         fs: fs.id,
         shard,
         req,
         cred: None,
     };
-    match peer.call(req, Bytes::new()).await {
+    match cluster
+        .call_shard(fs, shard, req, Bytes::new())
+        .await
+        .result
+    {
         Ok((resp, _)) => Ok(resp),
         // The shard's refusal, for the caller to look at.
         Err(weft_net::NetError::Remote(e)) => Ok(Response::Error(e)),
-        Err(e) => Err(e).with_context(|| format!("shard {shard} at {}", peer.addr())),
+        Err(e) => Err(e).with_context(|| format!("shard {shard}")),
+    }
+}
+
+/// One replica's view of its shard, asked of its node directly.
+async fn replica_info(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    node: u32,
+) -> Result<ReplicaInfo, String> {
+    let peer = cluster.peer_of(node).map_err(|e| e.to_string())?;
+    let req = Request::Meta {
+        fs: fs.id,
+        shard,
+        req: MetaRequest::Replica,
+        cred: None,
+    };
+    let ask = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        peer.call(req, Bytes::new()),
+    );
+    match ask.await {
+        Ok(Ok((Response::Replica(r), _))) => Ok(r),
+        Ok(Ok((other, _))) => Err(format!("odd answer {other:?}")),
+        Ok(Err(weft_net::NetError::Remote(e))) if e.kind == ErrorKind::NoService => {
+            Err("not open".into())
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 5 s".into()),
     }
 }
 
@@ -71,36 +104,91 @@ pub fn list(args: MetaListArgs) -> Result<()> {
         let (cluster, client) = admin::client(&args.target, &args.name).await?;
         let cfg = cluster.config();
         let fs = client.fs_info().clone();
+        let name_of = |id: u32| {
+            cfg.node(id)
+                .map(|n| n.name.clone())
+                .unwrap_or_else(|| format!("node {id}"))
+        };
         println!(
-            "{:<6} {:<9} {:<16} {:<22} {:<11} {:>12} {:>14}",
-            "shard", "replicas", "leader", "address", "state", "inodes", "inline bytes"
+            "{:<6} {:<24} {:<16} {:<22} {:<12} {:>10} {:>12} {:>8}",
+            "shard", "replicas", "leader", "address", "state", "inodes", "inline bytes", "log"
         );
         for s in &fs.shards {
-            let (name, addr) = match cfg.node(s.node) {
-                Some(n) => (n.name.clone(), n.addr.clone()),
-                None => (format!("node {}", s.node), "-".into()),
-            };
-            let (state, inodes, inline) =
-                match call(&cluster, &fs, s.id, MetaRequest::Counters).await {
-                    Ok(Response::Counters(c)) => (
-                        "serving".to_string(),
-                        c.inodes_used.to_string(),
-                        c.inline_bytes.to_string(),
-                    ),
-                    Ok(Response::Error(e)) if e.kind == ErrorKind::NoService => {
-                        ("not open".into(), "-".into(), "-".into())
+            let mut replicas: Vec<String> = s.holders().into_iter().map(name_of).collect();
+            if let Some(w) = s.witness {
+                replicas.push(format!("{}(witness)", name_of(w)));
+            }
+            // Who leads, as the replicas see it.
+            let mut leader = if s.replicated() { None } else { Some(s.node) };
+            let mut log = "-".to_string();
+            let mut unreachable = Vec::new();
+            if s.members().len() > 1 {
+                for m in s.members() {
+                    match replica_info(&cluster, &fs, s.id, m).await {
+                        Ok(r) if r.serving => {
+                            leader = Some(m);
+                            log = r.log_entries.to_string();
+                        }
+                        Ok(_) => {}
+                        Err(why) => unreachable.push(format!("{}: {why}", name_of(m))),
                     }
-                    Ok(other) => (format!("odd answer {other:?}"), "-".into(), "-".into()),
-                    Err(_) => ("unreachable".into(), "-".into(), "-".into()),
-                };
-            println!(
-                "{:<6} {:<9} {:<16} {:<22} {:<11} {:>12} {:>14}",
-                s.id, 1, name, addr, state, inodes, inline
+                }
+            }
+            let (lname, addr) = match leader.and_then(|l| cfg.node(l)) {
+                Some(n) => (n.name.clone(), n.addr.clone()),
+                None => ("-".into(), "-".into()),
+            };
+            let counters = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                call(&cluster, &fs, s.id, MetaRequest::Counters),
             );
+            let (mut state, inodes, inline) = match counters.await.unwrap_or_else(|_| {
+                Ok(Response::Error(weft_proto::RemoteError::new(
+                    ErrorKind::NotServing,
+                    "no answer within 5 s",
+                )))
+            }) {
+                Ok(Response::Counters(c)) => (
+                    "serving".to_string(),
+                    c.inodes_used.to_string(),
+                    c.inline_bytes.to_string(),
+                ),
+                Ok(Response::Error(e)) if e.kind == ErrorKind::NoService => {
+                    ("not open".into(), "-".into(), "-".into())
+                }
+                Ok(Response::Error(e)) if e.kind == ErrorKind::NotServing => {
+                    ("no leader".into(), "-".into(), "-".into())
+                }
+                Ok(other) => (format!("odd answer {other:?}"), "-".into(), "-".into()),
+                Err(_) => ("unreachable".into(), "-".into(), "-".into()),
+            };
+            if state == "serving" && !unreachable.is_empty() {
+                state = "degraded".into();
+            }
+            println!(
+                "{:<6} {:<24} {:<16} {:<22} {:<12} {:>10} {:>12} {:>8}",
+                s.id,
+                replicas.join(","),
+                lname,
+                addr,
+                state,
+                inodes,
+                inline,
+                log
+            );
+            for u in unreachable {
+                println!("       replica {u}");
+            }
         }
         println!(
-            "{} shard(s), 1 replica each (metadata replication comes with Raft-replicated shards)",
-            fs.shards.len()
+            "{} shard(s), {} replica(s) each{}",
+            fs.shards.len(),
+            fs.shards.first().map(|s| s.holders().len()).unwrap_or(1),
+            if fs.shards.iter().any(|s| s.witness.is_some()) {
+                " and a witness (a Raft vote, no records)"
+            } else {
+                ""
+            }
         );
         Ok(())
     })

@@ -72,6 +72,15 @@ const KILL9_WAIT: Duration = Duration::from_secs(120);
 static NET_COUNTER: AtomicU32 = AtomicU32::new(0);
 static STALE_CLEANUP: Once = Once::new();
 
+/// Held for a whole test: the multi-host tests of one test binary run one
+/// at a time. Each boots a cluster of several processes, and their checks of
+/// what is seen "at once" or "only paused" are about one cluster, not about
+/// three sharing the machine's cores.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Polls `f` every 50 ms until it returns true; panics naming `what` when it
 /// has not within `timeout`. `f` is always called at least once.
 pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {

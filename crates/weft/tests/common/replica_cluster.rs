@@ -63,6 +63,8 @@ pub struct Boot<'a> {
     pub meta_on: &'a [&'a str],
     /// `weft fs create --meta-shards` (default: one per meta node).
     pub meta_shards: Option<u16>,
+    /// `weft fs create -m` (metadata replicas).
+    pub meta_replicas: u8,
 }
 
 impl Default for Boot<'_> {
@@ -71,6 +73,7 @@ impl Default for Boot<'_> {
             served: true,
             meta_on: &[],
             meta_shards: None,
+            meta_replicas: 1,
         }
     }
 }
@@ -228,8 +231,10 @@ impl Cluster {
         let stanza_arg = stanza_file.to_str().unwrap();
         c.weft_ok(&q1, &["nsd", "create", "-F", stanza_arg]);
         let r = replicas.to_string();
+        let m = opts.meta_replicas.to_string();
         let mut create = vec![
-            "fs", "create", "fs1", "-F", stanza_arg, "-B", "4M", "-r", &r, "-R", "3", "-m", "1",
+            "fs", "create", "fs1", "-F", stanza_arg, "-B", "4M", "-r", &r, "-R", "3", "-m", &m,
+            "-M", "3",
         ];
         let shards = opts.meta_shards.map(|n| n.to_string());
         if let Some(n) = &shards {
