@@ -109,6 +109,8 @@ async fn poll(
 ) {
     let mut first = Some(first);
     let mut acked = 0u64;
+    // Whether the node answered since the last failed poll.
+    let mut heard = false;
     // The node last polled, told when the client goes.
     let mut last: Option<(Arc<Peer>, FsId)> = None;
     loop {
@@ -144,6 +146,7 @@ async fn poll(
         match answer {
             Ok((Response::Revoked(r), _)) => {
                 acked = r.seq;
+                heard = true;
                 if let Some(client) = me.upgrade() {
                     apply(&client, r).await;
                 }
@@ -158,6 +161,19 @@ async fn poll(
             }
             Err(e) => {
                 debug!(shard, error = %e, "token poll failed; retrying");
+                // The node may be gone with the tokens it noted: another
+                // replica now leads its shards and knows nothing of what
+                // this client caches. Drop it all.
+                if std::mem::take(&mut heard) {
+                    if let Some(client) = me.upgrade() {
+                        let reset = Revocations {
+                            seq: acked,
+                            reset: true,
+                            items: Vec::new(),
+                        };
+                        apply(&client, reset).await;
+                    }
+                }
                 tokio::time::sleep(RETRY).await;
             }
         }

@@ -63,7 +63,9 @@ pub struct FsCreateArgs {
     /// Block size: a power of two from 64K to 16M.
     #[arg(short = 'B', default_value = "4M")]
     pub block_size: String,
-    /// Default metadata replicas (1..=3).
+    /// Metadata replicas (1..=3): each shard's copies on distinct meta
+    /// nodes, one Raft group per shard (two replicas get a witness on a
+    /// third node when there is one).
     #[arg(short = 'm', default_value_t = 1)]
     pub meta_replicas: u8,
     /// Maximum metadata replicas (1..=3).
