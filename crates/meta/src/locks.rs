@@ -10,8 +10,12 @@
 //! and one of the locks is a write lock. Ranges are inclusive
 //! (`start..=end`).
 //!
-//! Locks are not persistent: a restart of the meta role drops them, as a
-//! reboot drops a local file system's locks.
+//! On a shard with one copy locks are not persistent: a restart of the meta
+//! role drops them, as a reboot drops a local file system's locks. On a
+//! replicated shard every change is also written to the shard's `locks`
+//! table through its Raft group before it is answered, and a replica that
+//! starts leading loads them back ([`LockTable::restore`]), so locks survive
+//! a failover.
 //!
 //! Leases: with a lease time, every lock request of a client and its
 //! `RenewLease` requests (sent every third of the lease while it lives)
@@ -198,10 +202,26 @@ impl LockTable {
         self.with(|st| st.inodes.values().map(Vec::len).sum())
     }
 
-    /// Every lock held on `ino` (tests and diagnostics).
-    #[cfg(test)]
+    /// Every lock held on `ino`.
     pub(crate) fn held(&self, ino: Ino) -> Vec<ByteLock> {
         self.with(|st| st.inodes.get(&ino).cloned().unwrap_or_default())
+    }
+
+    /// Replaces every lock with `locks` (a replica taking over its shard);
+    /// their holders' leases start now.
+    pub(crate) fn restore(&self, locks: Vec<(Ino, Vec<ByteLock>)>) {
+        let now = Instant::now();
+        self.with(|st| {
+            st.inodes.clear();
+            for (ino, held) in locks {
+                for h in &held {
+                    st.seen.insert(h.client, now);
+                }
+                if !held.is_empty() {
+                    st.inodes.insert(ino, held);
+                }
+            }
+        });
     }
 }
 

@@ -14,7 +14,8 @@
 //!   of its own term (so everything committed before it led); other replicas
 //!   refuse every request with `NotServing`, naming the leader.
 //! - **Taking over.** A replica that starts leading holds again the keys of
-//!   the intents in its tables before it serves.
+//!   the intents in its tables, and takes the byte-range locks of its
+//!   `locks` table, before it serves ([`locks`]).
 //! - **Log and snapshots.** The log lives in the shard's database (tables
 //!   `raft_log`, `raft_meta`, [`weft_raft::LogStore`]); every 10,000 entries
 //!   the state machine writes a snapshot file (`<shard>.redb.snap`, streamed,
@@ -35,6 +36,7 @@
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
+mod locks;
 mod machine;
 mod snapshot;
 #[cfg(test)]
@@ -333,6 +335,7 @@ impl ShardGroup {
                 server.held.reset();
                 server.recover_intents()?;
                 self.seed_if_new(server)?;
+                server.reload_locks()?;
                 self.ready_term.store(m.current_term, Ordering::Release);
                 tracing::info!(
                     fs = server.spec().fs,

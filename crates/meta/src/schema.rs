@@ -25,6 +25,11 @@ pub(crate) const INTENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("in
 /// coordinated ended, kept until every participant applied them.
 pub(crate) const DECISIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("decisions");
 
+/// `ino → postcard Vec<ByteLock>`: the byte-range locks of a replicated
+/// shard's inodes, written after each change of the lock table, so that a
+/// new leader holds the same locks (see `replica::locks`).
+pub(crate) const LOCKS: TableDefinition<u64, &[u8]> = TableDefinition::new("locks");
+
 /// Keys of the `meta` table.
 pub(crate) mod key {
     /// [`weft_proto::config::FORMAT_VERSION`] of the database.

@@ -97,7 +97,7 @@ pub struct MetaServer {
     /// The node's token table (none: clients are not told of changes).
     tokens: RwLock<Option<Arc<Tokens>>>,
     /// Byte-range locks of this shard's inodes (memory only).
-    locks: LockTable,
+    pub(crate) locks: LockTable,
     /// Which clients have which files open (memory only).
     opens: OpenTable,
     /// Held by an unlink or rename from its commit to its look at `opens`,
@@ -543,7 +543,11 @@ impl MetaServer {
             }
             MetaRequest::SetLock { ino, lock } => {
                 self.read(|s| ops::getattr::getattr(s, ino))?;
-                Response::Lock(self.locks.set(ino, &lock)?)
+                let reply = self.locks.set(ino, &lock)?;
+                if reply == weft_proto::types::LockReply::Granted {
+                    self.persist_locks(ino)?;
+                }
+                Response::Lock(reply)
             }
             MetaRequest::Sync { .. } => {
                 self.flusher.sync(&self.db)?;
@@ -551,6 +555,7 @@ impl MetaServer {
             }
             MetaRequest::ReleaseLocks { ino, client, owner } => {
                 self.locks.release(ino, client, owner);
+                self.persist_locks(ino)?;
                 Response::Unit
             }
             MetaRequest::RenewLease { client, .. } => {

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fail::OpError;
 use crate::kv::{KvRead, KvWrite, RedbWrite, Space};
-use crate::schema::{DECISIONS, INTENTS};
+use crate::schema::{DECISIONS, INTENTS, LOCKS};
 use crate::server::MetaServer;
 
 /// A table of a shard: a key space of the KV seam, or the cross-shard
@@ -28,10 +28,13 @@ pub enum Table {
     Kv(Space),
     Intents,
     Decisions,
+    /// Byte-range locks by inode.
+    Locks,
 }
 
 /// One key's value after a transaction (`None`: deleted). Keys of
-/// `Intents` and `Decisions` are the transaction id, big-endian.
+/// `Intents` and `Decisions` are the transaction id, of `Locks` the inode
+/// number, big-endian.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub table: Table,
@@ -44,7 +47,7 @@ pub struct Change {
 pub(crate) struct Written {
     /// Keys of the KV seam, in the shard's own form.
     pub kv: Vec<(Space, Vec<u8>)>,
-    /// Transaction records by id.
+    /// Records of the other tables by id (transaction id, inode).
     pub records: Vec<(Table, u64)>,
 }
 
@@ -141,6 +144,7 @@ fn capture(txn: &WriteTransaction, written: &Written) -> Result<Vec<Change>, OpE
         let def = match table {
             Table::Intents => INTENTS,
             Table::Decisions => DECISIONS,
+            Table::Locks => LOCKS,
             Table::Kv(_) => continue,
         };
         let value = txn.open_table(def)?.get(txid)?.map(|v| v.value().to_vec());
@@ -165,6 +169,7 @@ pub(crate) fn apply_changes(txn: &WriteTransaction, changes: &[Change]) -> Resul
             }
             Table::Intents => INTENTS,
             Table::Decisions => DECISIONS,
+            Table::Locks => LOCKS,
         };
         let txid = record_id(&c.key)?;
         let mut table = txn.open_table(def)?;

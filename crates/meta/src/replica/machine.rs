@@ -17,7 +17,9 @@ use weft_raft::{decode, encode, read_err, write_err, LogId, StorageError, Stored
 use super::snapshot;
 use super::ShardRaft;
 use crate::fail::OpError;
-use crate::schema::{DECISIONS, DIRENTS, INODES, INTENTS, META as SHARD_META, ORPHANS, XATTRS};
+use crate::schema::{
+    DECISIONS, DIRENTS, INODES, INTENTS, LOCKS, META as SHARD_META, ORPHANS, XATTRS,
+};
 use crate::txn::apply_changes;
 
 const APPLIED: &str = "sm_applied";
@@ -232,5 +234,6 @@ fn clear(txn: &WriteTransaction) -> Result<(), OpError> {
     txn.open_table(SHARD_META)?.retain(|_, _| false)?;
     txn.open_table(INTENTS)?.retain(|_, _| false)?;
     txn.open_table(DECISIONS)?.retain(|_, _| false)?;
+    txn.open_table(LOCKS)?.retain(|_, _| false)?;
     Ok(())
 }

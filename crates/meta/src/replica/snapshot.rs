@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Tables: 0–4 the KV spaces (inodes, dirents, xattrs, orphans, meta, in
-//! the KV seam's encodings), 5 intents, 6 decisions.
+//! the KV seam's encodings), 5 intents, 6 decisions, 7 locks.
 
 use std::io::{BufReader, BufWriter, Read, Write};
 
@@ -17,7 +17,7 @@ use weft_raft::RAFT_FORMAT;
 
 use crate::fail::OpError;
 use crate::kv::{KvRead, RedbRead, Space};
-use crate::schema::{DECISIONS, INTENTS};
+use crate::schema::{DECISIONS, INTENTS, LOCKS};
 use crate::txn::{Change, Table};
 
 const MAGIC: &[u8; 8] = b"WEFTSNAP";
@@ -44,6 +44,7 @@ fn tag(t: Table) -> u8 {
         Table::Kv(Space::Meta) => 4,
         Table::Intents => 5,
         Table::Decisions => 6,
+        Table::Locks => 7,
     }
 }
 
@@ -52,6 +53,7 @@ fn table_of(tag: u8) -> Option<Table> {
         0..=4 => Table::Kv(SPACES[usize::from(tag)]),
         5 => Table::Intents,
         6 => Table::Decisions,
+        7 => Table::Locks,
         _ => return None,
     })
 }
@@ -94,7 +96,11 @@ pub(crate) fn for_each_record(
             exclusive = true;
         }
     }
-    for (table, def) in [(Table::Intents, INTENTS), (Table::Decisions, DECISIONS)] {
+    for (table, def) in [
+        (Table::Intents, INTENTS),
+        (Table::Decisions, DECISIONS),
+        (Table::Locks, LOCKS),
+    ] {
         let t = match txn.open_table(def) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => continue,

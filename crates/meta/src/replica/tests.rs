@@ -313,3 +313,49 @@ async fn two_replicas_and_a_witness_survive_the_leader() {
     r.fx(l2).file(ROOT_INO, "after");
     r.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_range_locks_survive_a_failover() {
+    use weft_proto::msg::Response;
+    use weft_proto::types::{ByteLock, LockKind, LockReply};
+    let lock = |client: u64, kind: LockKind| ByteLock {
+        client,
+        owner: 7,
+        pid: 70,
+        kind,
+        start: 0,
+        end: 99,
+    };
+    let set = |fx: &Fx, ino, l: ByteLock| match fx.call(MetaRequest::SetLock { ino, lock: l }) {
+        Response::Lock(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let mut r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    let f = r.fx(l).file(ROOT_INO, "locked");
+    assert_eq!(
+        set(r.fx(l), f.ino, lock(1, LockKind::Write)),
+        LockReply::Granted
+    );
+    r.kill(l).await;
+    let l2 = r.leader().await;
+    // The new leader holds client 1's lock: client 2 is refused.
+    assert_eq!(
+        set(r.fx(l2), f.ino, lock(2, LockKind::Write)),
+        LockReply::Conflict(lock(1, LockKind::Write))
+    );
+    // Released there, it is gone after the next failover too.
+    assert_eq!(
+        set(r.fx(l2), f.ino, lock(1, LockKind::Unlock)),
+        LockReply::Granted
+    );
+    r.restart(l).await;
+    r.caught_up(l, l2).await;
+    r.kill(l2).await;
+    let l3 = r.leader().await;
+    assert_eq!(
+        set(r.fx(l3), f.ino, lock(2, LockKind::Write)),
+        LockReply::Granted
+    );
+    r.stop().await;
+}
