@@ -35,8 +35,8 @@
 
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
-#[allow(clippy::result_large_err)]
 mod locks;
+#[allow(clippy::result_large_err)]
 mod machine;
 mod snapshot;
 #[cfg(test)]
