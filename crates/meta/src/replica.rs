@@ -33,9 +33,9 @@
 //!   entries of a lost leader), it passes its log on to a replica and stops
 //!   its heartbeats, so that replica is elected next.
 
+mod locks;
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
-mod locks;
 #[allow(clippy::result_large_err)]
 mod machine;
 mod snapshot;
