@@ -4,8 +4,10 @@
 //! [`crate::store::Store`], which encodes inodes, entries, xattrs, orphans
 //! and counters onto this interface; redb implements it ([`RedbKv`], over
 //! the shard's typed tables, so the on-disk format is the one `schema`
-//! describes); a Raft-replicated shard will implement it next. Every
-//! implementation passes [`conformance`]; [`MemKv`] is the reference.
+//! describes); a replicated shard commits the same transactions through its
+//! Raft group (`txn`, `replica`). Every implementation passes
+//! [`conformance`] (the replicated shard too, in `replica::tests`); [`MemKv`]
+//! is the reference.
 //!
 //! Byte encodings per space: inode numbers big-endian (so keys sort as
 //! numbers), directory entries `ino` little-endian then the kind code,

@@ -359,3 +359,82 @@ async fn byte_range_locks_survive_a_failover() {
     );
     r.stop().await;
 }
+
+/// The KV seam over a replicated shard, each change committed on its own
+/// through the group and each read made on the leader's applied records.
+struct Committing<'a>(&'a crate::MetaServer);
+
+impl crate::kv::KvRead for Committing<'_> {
+    fn get(
+        &self,
+        space: crate::kv::Space,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, crate::fail::OpError> {
+        let txn = self.0.db.begin_read()?;
+        crate::kv::RedbRead::open(&txn)?.get(space, key)
+    }
+    fn scan(
+        &self,
+        space: crate::kv::Space,
+        prefix: &[u8],
+        from: &[u8],
+        exclusive: bool,
+        limit: usize,
+    ) -> Result<crate::kv::Pairs, crate::fail::OpError> {
+        let txn = self.0.db.begin_read()?;
+        crate::kv::RedbRead::open(&txn)?.scan(space, prefix, from, exclusive, limit)
+    }
+}
+
+impl Committing<'_> {
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut dyn crate::kv::KvWrite) -> Result<T, crate::fail::OpError>,
+    ) -> Result<T, crate::fail::OpError> {
+        let mut tx = self.0.begin(false)?;
+        let out = {
+            let mut kv = crate::kv::Recording {
+                kv: crate::kv::RedbWrite::open(&tx.txn)?,
+                keys: &mut tx.written.kv,
+            };
+            f(&mut kv)?
+        };
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+impl crate::kv::KvWrite for Committing<'_> {
+    fn set(
+        &mut self,
+        space: crate::kv::Space,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), crate::fail::OpError> {
+        self.change(|kv| kv.set(space, key, value))
+    }
+    fn delete(
+        &mut self,
+        space: crate::kv::Space,
+        key: &[u8],
+    ) -> Result<bool, crate::fail::OpError> {
+        self.change(|kv| kv.delete(space, key))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kv_suite_passes_on_a_replicated_shard() {
+    let r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    let srv = &r.fx(l).srv;
+    tokio::task::block_in_place(|| crate::kv::conformance::run(&mut Committing(srv)));
+    for i in (0..3).filter(|&i| i != l) {
+        r.caught_up(i, l).await;
+        assert_eq!(
+            r.records(i),
+            r.records(l),
+            "replica {i} differs from the leader"
+        );
+    }
+    r.stop().await;
+}
