@@ -550,7 +550,7 @@ impl MetaServer {
                 Response::Lock(reply)
             }
             MetaRequest::Sync { .. } => {
-                self.flusher.sync(&self.db)?;
+                self.sync_durable()?;
                 Response::Unit
             }
             MetaRequest::ReleaseLocks { ino, client, owner } => {
