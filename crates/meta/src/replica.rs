@@ -65,34 +65,7 @@ use crate::txn::Change;
 
 /// One log entry of a shard: the values its transaction left.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Changes {
-    pub changes: Vec<Change>,
-    /// Every replica fsyncs its log before acknowledging this entry (and so
-    /// every entry before it); other entries are written without an fsync
-    /// and reach the disk with the shard's group commit (see the module
-    /// header).
-    pub durable: bool,
-}
-
-/// Fsyncs a shard's log for durable entries, membership changes and the
-/// leader's first entry of a term; marks the shard's group commit dirty
-/// after the other appends.
-struct Appends {
-    dirty: Arc<dyn Fn() + Send + Sync>,
-}
-
-impl weft_raft::AppendPolicy<ShardRaft> for Appends {
-    fn durable(&self, entry: &openraft::Entry<ShardRaft>) -> bool {
-        match &entry.payload {
-            openraft::EntryPayload::Normal(c) => c.durable,
-            _ => true,
-        }
-    }
-
-    fn appended_lazily(&self) {
-        (self.dirty)();
-    }
-}
+pub struct Changes(pub Vec<Change>);
 
 openraft::declare_raft_types!(
     /// Raft types of a replicated metadata shard.
@@ -183,10 +156,7 @@ impl ShardGroup {
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
         let slower = if witness { 2 } else { 1 };
-        let appends = Arc::new(Appends {
-            dirty: server.flusher.dirty_handle(),
-        });
-        let logs = weft_raft::LogStore::<ShardRaft>::with_policy(db, appends);
+        let logs = weft_raft::LogStore::<ShardRaft>::new(db);
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,
@@ -255,7 +225,7 @@ impl ShardGroup {
             key: SEEDED.as_bytes().to_vec(),
             value: Some(1u64.to_le_bytes().to_vec()),
         });
-        self.propose(seed, true)
+        self.propose(seed)
     }
 
     pub fn id(&self) -> u64 {
@@ -404,10 +374,9 @@ impl ShardGroup {
     }
 
     /// Commits `changes` through the group and waits until they are applied
-    /// here (from a thread that may block); `durable`: in every replica's
-    /// log on disk, with everything before it, before that.
-    pub(crate) fn propose(&self, changes: Vec<Change>, durable: bool) -> Result<(), OpError> {
-        block(&self.rt, self.write(Changes { changes, durable }))
+    /// here (from a thread that may block).
+    pub(crate) fn propose(&self, changes: Vec<Change>) -> Result<(), OpError> {
+        block(&self.rt, self.write(Changes(changes)))
     }
 
     pub async fn shutdown(&self) {

@@ -550,7 +550,7 @@ impl MetaServer {
                 Response::Lock(reply)
             }
             MetaRequest::Sync { .. } => {
-                self.sync_durable()?;
+                self.flusher.sync(&self.db)?;
                 Response::Unit
             }
             MetaRequest::ReleaseLocks { ino, client, owner } => {

@@ -120,13 +120,6 @@ impl Flusher {
         self.state.dirty.store(true, Ordering::Release);
     }
 
-    /// Marks the database dirty from elsewhere (a replicated shard's log
-    /// store, after an append it did not fsync).
-    pub(crate) fn dirty_handle(&self) -> Arc<dyn Fn() + Send + Sync> {
-        let state = self.state.clone();
-        Arc::new(move || state.dirty.store(true, Ordering::Release))
-    }
-
     pub fn sync(&self, db: &Database) -> Result<(), OpError> {
         sync_now(db, &self.state, true)
     }

@@ -353,7 +353,7 @@ impl MetaServer {
             return Err(e);
         }
         self.flusher.mark_dirty();
-        self.sync_durable()?;
+        self.flusher.sync(&self.db)?;
         Ok(ShardReply::Prepared)
     }
 
@@ -386,7 +386,7 @@ impl MetaServer {
         self.held.release(txid);
         self.flusher.mark_dirty();
         if commit {
-            self.sync_durable()?;
+            self.flusher.sync(&self.db)?;
             self.revoke(client, changed_keys(&intent.changes));
         }
         Ok(())
@@ -560,7 +560,7 @@ impl MetaServer {
         tx.wrote(Table::Decisions, txid);
         tx.commit()?;
         self.flusher.mark_dirty();
-        self.sync_durable()?;
+        self.flusher.sync(&self.db)?;
         self.revoke(current_client(), changed_keys(&mine.changes));
         Ok(())
     }

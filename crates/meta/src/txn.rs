@@ -54,25 +54,14 @@ pub(crate) struct Written {
 pub(crate) struct ShardTxn<'s> {
     pub txn: WriteTransaction,
     pub written: Written,
-    durable: bool,
     server: &'s MetaServer,
     /// A replicated shard's writer, held until the entry is applied.
     _writer: Option<MutexGuard<'s, ()>>,
 }
 
 impl MetaServer {
-    /// Makes every change so far durable: the group commit's flush, or on
-    /// a replicated shard an empty durable entry, which every replica's log
-    /// reaches the disk with.
-    pub(crate) fn sync_durable(&self) -> Result<(), OpError> {
-        match self.replica() {
-            Some(group) => group.propose(Vec::new(), true),
-            None => self.flusher.sync(&self.db),
-        }
-    }
-
-    /// Starts a write transaction; `durable`: its commit reaches the disk
-    /// before it returns (on a replicated shard: in a majority's logs).
+    /// Starts a write transaction; `durable`: its local commit reaches the
+    /// disk before it returns (a replicated commit always does, in the log).
     pub(crate) fn begin(&self, durable: bool) -> Result<ShardTxn<'_>, OpError> {
         if crate::server::local_only() && self.replica().is_some() {
             // A replicated commit waits for the group: not on this thread.
@@ -93,7 +82,6 @@ impl MetaServer {
         Ok(ShardTxn {
             txn,
             written: Written::default(),
-            durable,
             server: self,
             _writer: writer,
         })
@@ -115,7 +103,7 @@ impl ShardTxn<'_> {
                 if changes.is_empty() {
                     return Ok(());
                 }
-                group.propose(changes, self.durable)
+                group.propose(changes)
             }
         }
     }

@@ -1,10 +1,7 @@
-//! The Raft log, vote and commit point of one group member, in redb. Every
-//! vote, truncation and purge is durable (fsync'ed) before Raft is told so;
-//! so is every append, unless the group gives an [`AppendPolicy`] that lets
-//! some entries be written without an fsync (they become durable with the
-//! next durable commit of the same database). The store is generic over the
-//! group's type configuration; the quorum keeps it in `DATA/quorum.redb`
-//! (every append durable), a metadata shard replica in the shard's database.
+//! The Raft log, vote and commit point of one group member, in redb: every
+//! append and every vote is durable (fsync'ed) before Raft is told so. The
+//! store is generic over the group's type configuration; the quorum keeps it
+//! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -70,18 +67,8 @@ pub fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), Storag
     txn.commit().map_err(write_err)
 }
 
-/// Which appends must be on disk before Raft is told.
-pub trait AppendPolicy<C: Group>: Send + Sync + 'static {
-    /// Whether an append holding `entry` must be fsync'ed.
-    fn durable(&self, entry: &openraft::Entry<C>) -> bool;
-    /// An append was written without an fsync.
-    fn appended_lazily(&self);
-}
-
 pub struct LogStore<C> {
     db: Arc<Database>,
-    /// None: every append durable.
-    policy: Option<Arc<dyn AppendPolicy<C>>>,
     _group: std::marker::PhantomData<fn() -> C>,
 }
 
@@ -89,27 +76,15 @@ impl<C> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             db: self.db.clone(),
-            policy: self.policy.clone(),
             _group: std::marker::PhantomData,
         }
     }
 }
 
 impl<C: Group> LogStore<C> {
-    /// A store whose every append is durable.
     pub fn new(db: Arc<Database>) -> Self {
         LogStore {
             db,
-            policy: None,
-            _group: std::marker::PhantomData,
-        }
-    }
-
-    /// A store whose appends are durable when `policy` says so.
-    pub fn with_policy(db: Arc<Database>, policy: Arc<dyn AppendPolicy<C>>) -> Self {
-        LogStore {
-            db,
-            policy: Some(policy),
             _group: std::marker::PhantomData,
         }
     }
@@ -203,18 +178,9 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         I: IntoIterator<Item = openraft::Entry<C>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let entries: Vec<openraft::Entry<C>> = entries.into_iter().collect();
-        let durable = match &self.policy {
-            None => true,
-            Some(p) => entries.iter().any(|e| p.durable(e)),
-        };
         let mut txn = self.db.begin_write().map_err(write_err)?;
-        txn.set_durability(if durable {
-            Durability::Immediate
-        } else {
-            Durability::None
-        })
-        .map_err(write_err)?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(write_err)?;
         {
             let mut table = txn.open_table(LOG).map_err(write_err)?;
             for e in entries {
@@ -225,9 +191,6 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
             }
         }
         let done = txn.commit().map_err(std::io::Error::other);
-        if let (Ok(()), false, Some(p)) = (&done, durable, &self.policy) {
-            p.appended_lazily();
-        }
         let failed = done.as_ref().err().map(|e| e.to_string());
         callback.log_io_completed(done);
         match failed {

@@ -31,7 +31,7 @@ impl MetaServer {
         if self.replica().is_none() {
             return Ok(());
         }
-        let mut tx = self.begin(true)?;
+        let mut tx = self.begin(false)?;
         let held = self.locks.held(ino);
         {
             let mut t = tx.txn.open_table(LOCKS)?;

@@ -158,7 +158,7 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(changes) => {
                     if !self.witness {
-                        apply_changes(&txn, &changes.changes).map_err(op_err)?;
+                        apply_changes(&txn, &changes.0).map_err(op_err)?;
                     }
                 }
                 EntryPayload::Membership(m) => {
