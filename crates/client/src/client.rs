@@ -280,7 +280,8 @@ impl Client {
     /// A change sent again after a replicated shard changed leaders, whose
     /// first attempt may have been done: an `Exists` to a create is taken
     /// as that attempt (the file is looked up), a `NotFound` to a removal
-    /// as done; any other refusal stands.
+    /// or a rename as done (a rename that replaced a file then leaves that
+    /// file's inode to the orphan sweep); any other refusal stands.
     async fn after_unsure(
         &self,
         route: Ino,
@@ -304,6 +305,10 @@ impl Client {
                 Ok((Response::Unlinked { orphan: None }, Bytes::new()))
             }
             (MetaRequest::Rmdir { .. }, ErrorKind::NotFound) => Ok((Response::Unit, Bytes::new())),
+            // The source name is gone: the first attempt moved it.
+            (MetaRequest::Rename { .. }, ErrorKind::NotFound) => {
+                Ok((Response::Renamed { orphan: None }, Bytes::new()))
+            }
             _ => Err(weft_net::NetError::Remote(e).into()),
         }
     }

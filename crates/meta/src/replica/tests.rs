@@ -438,3 +438,51 @@ async fn the_kv_suite_passes_on_a_replicated_shard() {
     }
     r.stop().await;
 }
+
+/// Creates per second from 4 threads in one directory, on a shard with
+/// three replicas (in one process, each append fsync'ed) and on a shard
+/// with one copy (group commit), in the same run:
+/// `cargo test --release -p weft-meta replicated_create_rate -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark"]
+async fn replicated_create_rate() {
+    let per = 500;
+    let rate = |srv: &'static crate::MetaServer| {
+        let start = std::time::Instant::now();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..per {
+                        let req = MetaRequest::Create {
+                            parent: ROOT_INO,
+                            name: format!("t{t}-{i}").into_bytes(),
+                            node: weft_proto::types::NewNode::File,
+                            mode: 0o644,
+                            uid: 0,
+                            gid: 0,
+                        };
+                        let (resp, _) = srv.handle(req, bytes::Bytes::new());
+                        assert!(
+                            matches!(resp, weft_proto::msg::Response::Attr(_)),
+                            "{resp:?}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        f64::from(4 * per) / start.elapsed().as_secs_f64()
+    };
+    let one = Box::leak(Box::new(Fx::new()));
+    let single = tokio::task::block_in_place(|| rate(&one.srv));
+    let r = Box::leak(Box::new(Replicas::new(timing()).await));
+    let l = r.leader().await;
+    let srv: &'static crate::MetaServer = &r.fx[l].as_ref().unwrap().srv;
+    let replicated = tokio::task::block_in_place(|| rate(srv));
+    eprintln!(
+        "replicated-create-rate one_copy={single:.0} three_replicas={replicated:.0} ratio={:.2}",
+        replicated / single
+    );
+}

@@ -497,6 +497,22 @@ impl Drop for Cluster {
         for log in logs {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
+            // A panic in a node, wherever it is in the log.
+            for (i, l) in lines.iter().enumerate() {
+                if l.contains("panicked at") {
+                    eprintln!(
+                        "==== {} line {}: {}",
+                        log.display(),
+                        i + 1,
+                        lines[i..]
+                            .iter()
+                            .take(4)
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    );
+                }
+            }
             eprintln!("==== {} (last 30 lines)", log.display());
             for l in &lines[lines.len().saturating_sub(30)..] {
                 eprintln!("{l}");
