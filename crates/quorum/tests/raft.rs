@@ -4,51 +4,20 @@
 //! with the same configuration.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use weft_proto::config::{ClusterConfig, FORMAT_VERSION};
-use weft_proto::msg::RaftKind;
-use weft_quorum::raft::{BoxFuture, TransportError};
-use weft_quorum::{ConfigStore, QuorumError, RaftStore, RaftTiming, RaftTransport};
+use weft_quorum::{ConfigStore, QuorumError, RaftStore, RaftTiming};
+use weft_raft::mem::{MemNet, Serve};
 
-#[derive(Default)]
-struct Net {
-    nodes: Mutex<HashMap<String, Arc<RaftStore>>>,
-    cut: Mutex<BTreeSet<String>>,
-}
-
-struct Link {
-    net: Arc<Net>,
-    from: String,
-}
-
-impl RaftTransport for Link {
-    fn call(
-        &self,
-        addr: String,
-        kind: RaftKind,
-        payload: Vec<u8>,
-        _timeout: Duration,
-    ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
-        let net = self.net.clone();
-        let from = self.from.clone();
-        Box::pin(async move {
-            let cut = {
-                let c = net.cut.lock().unwrap();
-                c.contains(&addr) || c.contains(&from)
-            };
-            let target = net.nodes.lock().unwrap().get(&addr).cloned();
-            match target {
-                Some(t) if !cut => Ok(t.handle_raft(kind, &payload).await),
-                _ => Err(TransportError {
-                    addr,
-                    reason: "unreachable".into(),
-                }),
-            }
-        })
-    }
+/// How store `s` answers on the in-process network.
+fn serving(s: &Arc<RaftStore>) -> Serve {
+    let s = s.clone();
+    Arc::new(move |kind, payload| {
+        let s = s.clone();
+        Box::pin(async move { s.handle_raft(kind, &payload).await })
+    })
 }
 
 fn timing() -> RaftTiming {
@@ -95,19 +64,16 @@ async fn rename(store: &RaftStore, name: &str) -> Result<ClusterConfig, QuorumEr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
     let dir = tempfile::tempdir().unwrap();
-    let net = Arc::new(Net::default());
+    let net = Arc::new(MemNet::default());
     let mut stores = Vec::new();
     for id in 1..=3u64 {
         let addr = format!("q{id}");
-        let link = Arc::new(Link {
-            net: net.clone(),
-            from: addr.clone(),
-        });
+        let link = net.link(&addr);
         let s = RaftStore::open(&dir.path().join(format!("q{id}.redb")), id, link, timing())
             .await
             .unwrap();
         let s = Arc::new(s);
-        net.nodes.lock().unwrap().insert(addr, s.clone());
+        net.join(&addr, serving(&s));
         stores.push(s);
     }
     stores[0].initialize("q1", config()).await.unwrap();
@@ -128,7 +94,7 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
     }
 
     // The manager is cut off: the majority elects another and goes on.
-    net.cut.lock().unwrap().insert("q1".into());
+    net.cut("q1", true);
     let (new, _) = wait_for("a new manager", || {
         stores[1..]
             .iter()
@@ -145,7 +111,7 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
         Ok(c) => panic!("a minority committed {c:?}"),
     }
     // Heal: no divergence.
-    net.cut.lock().unwrap().clear();
+    net.heal();
     for s in &stores {
         wait_for("every node to converge", || {
             (s.get().map(|c| (c.epoch, c.name.clone())) == Some((3, "after-failover".into())))
@@ -162,22 +128,19 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
 async fn a_restarted_node_keeps_its_log_and_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.redb");
-    let net = Arc::new(Net::default());
-    let link = Arc::new(Link {
-        net: net.clone(),
-        from: "q1".into(),
-    });
+    let net = Arc::new(MemNet::default());
+    let link = net.link("q1");
     {
         let s = Arc::new(
             RaftStore::open(&path, 1, link.clone(), timing())
                 .await
                 .unwrap(),
         );
-        net.nodes.lock().unwrap().insert("q1".into(), s.clone());
+        net.join("q1", serving(&s));
         s.initialize("q1", config()).await.unwrap();
         rename(&s, "kept").await.unwrap();
         s.shutdown().await;
-        net.nodes.lock().unwrap().clear();
+        net.leave_all();
     }
     // Raft's tasks let go of the database shortly after shutdown (a real
     // restart is a new process).
@@ -192,7 +155,7 @@ async fn a_restarted_node_keeps_its_log_and_configuration() {
         }
     }
     let s = Arc::new(reopened.expect("the store reopens"));
-    net.nodes.lock().unwrap().insert("q1".into(), s.clone());
+    net.join("q1", serving(&s));
     assert_eq!(s.get().map(|c| c.name), Some("kept".to_string()));
     wait_for("leadership after restart", || {
         s.leadership().state.is_leader().then_some(())
@@ -212,17 +175,14 @@ async fn both_stores_pass_the_config_store_conformance_suite() {
     .unwrap();
     weft_quorum::conformance::run_all(&file).await.unwrap();
 
-    let net = Arc::new(Net::default());
-    let link = Arc::new(Link {
-        net: net.clone(),
-        from: "q1".into(),
-    });
+    let net = Arc::new(MemNet::default());
+    let link = net.link("q1");
     let raft = Arc::new(
         RaftStore::open(&dir.path().join("q.redb"), 1, link, timing())
             .await
             .unwrap(),
     );
-    net.nodes.lock().unwrap().insert("q1".into(), raft.clone());
+    net.join("q1", serving(&raft));
     raft.initialize("q1", weft_quorum::conformance::first_config())
         .await
         .unwrap();

@@ -13,6 +13,8 @@
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
 mod log;
+#[cfg(feature = "testing")]
+pub mod mem;
 mod network;
 
 use openraft::{BasicNode, Raft, RaftTypeConfig};

@@ -3,45 +3,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redb::ReadableDatabase;
-use weft_proto::msg::{MetaRequest, RaftKind};
+use weft_proto::msg::MetaRequest;
 use weft_proto::types::{RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
-use weft_raft::{BoxFuture, RaftTransport, TransportError};
+use weft_raft::mem::{MemNet, Serve};
 
 use super::*;
 use crate::testutil::Fx;
 
-#[derive(Default)]
-struct Net {
-    groups: Mutex<HashMap<String, Arc<ShardGroup>>>,
-    down: Mutex<HashSet<String>>,
-}
-
-impl RaftTransport for Net {
-    fn call(
-        &self,
-        addr: String,
-        kind: RaftKind,
-        payload: Vec<u8>,
-        _timeout: Duration,
-    ) -> BoxFuture<'static, Result<Vec<u8>, TransportError>> {
-        let group = self.groups.lock().unwrap().get(&addr).cloned();
-        let down = self.down.lock().unwrap().contains(&addr);
-        Box::pin(async move {
-            match group {
-                Some(g) if !down => Ok(g.serve(kind, &payload).await),
-                _ => Err(TransportError {
-                    addr,
-                    reason: "cut off".into(),
-                }),
-            }
-        })
-    }
+/// How replica `g` answers on the in-process network.
+fn serving(g: &Arc<ShardGroup>) -> Serve {
+    let g = g.clone();
+    Arc::new(move |kind, payload| {
+        let g = g.clone();
+        Box::pin(async move { g.serve(kind, &payload).await })
+    })
 }
 
 fn timing() -> ReplicaTiming {
@@ -56,7 +37,7 @@ fn timing() -> ReplicaTiming {
 }
 
 struct Replicas {
-    net: Arc<Net>,
+    net: Arc<MemNet>,
     /// Member 3 is a witness.
     witness: bool,
     fx: Vec<Option<Fx>>,
@@ -74,7 +55,7 @@ impl Replicas {
     }
 
     async fn with(timing: ReplicaTiming, witness: bool) -> Replicas {
-        let net = Arc::new(Net::default());
+        let net = Arc::new(MemNet::default());
         let mut r = Replicas {
             net,
             witness,
@@ -87,13 +68,13 @@ impl Replicas {
             let g = ShardGroup::start(
                 &fx.srv,
                 i as u64 + 1,
-                r.net.clone(),
+                r.net.link(&addr(i)),
                 timing,
                 r.is_witness(i),
             )
             .await
             .unwrap();
-            r.net.groups.lock().unwrap().insert(addr(i), g.clone());
+            r.net.join(&addr(i), serving(&g));
             r.fx.push(Some(fx));
             r.groups.push(Some(g));
         }
@@ -124,12 +105,7 @@ impl Replicas {
 
     /// Cuts replica `i` off the network (it keeps running).
     fn cut(&self, i: usize, off: bool) {
-        let mut down = self.net.down.lock().unwrap();
-        if off {
-            down.insert(addr(i));
-        } else {
-            down.remove(&addr(i));
-        }
+        self.net.cut(&addr(i), off);
     }
 
     fn fx(&self, i: usize) -> &Fx {
@@ -138,11 +114,11 @@ impl Replicas {
 
     /// Stops replica `i` as a kill would: its Raft stops, nothing reaches it.
     async fn kill(&mut self, i: usize) {
-        self.net.down.lock().unwrap().insert(addr(i));
+        self.net.cut(&addr(i), true);
         if let Some(g) = self.groups[i].take() {
             g.shutdown().await;
         }
-        self.net.groups.lock().unwrap().remove(&addr(i));
+        self.net.leave(&addr(i));
     }
 
     /// Starts replica `i` again from its database.
@@ -151,14 +127,14 @@ impl Replicas {
         let g = ShardGroup::start(
             &fx.srv,
             i as u64 + 1,
-            self.net.clone(),
+            self.net.link(&addr(i)),
             self.timing,
             self.is_witness(i),
         )
         .await
         .unwrap();
-        self.net.groups.lock().unwrap().insert(addr(i), g.clone());
-        self.net.down.lock().unwrap().remove(&addr(i));
+        self.net.join(&addr(i), serving(&g));
+        self.net.cut(&addr(i), false);
         self.fx[i] = Some(fx);
         self.groups[i] = Some(g);
     }
