@@ -840,11 +840,10 @@ impl MetaServer {
         );
         match out {
             Ok(v) => {
-                let written = tx.written.kv.clone();
-                tx.commit()?;
+                let written = tx.commit()?;
                 self.revoke(
                     current_client(),
-                    written.iter().map(|(sp, k)| (*sp, k.as_slice())),
+                    written.kv.iter().map(|(sp, k)| (*sp, k.as_slice())),
                 );
                 self.metrics.transactions.inc();
                 if durable {

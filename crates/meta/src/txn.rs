@@ -91,19 +91,20 @@ impl MetaServer {
 impl ShardTxn<'_> {
     /// Commits: locally, or through the shard's Raft group (answering once
     /// every change is applied here).
-    pub(crate) fn commit(self) -> Result<(), OpError> {
+    /// Hands back the keys it wrote (for revoking tokens on them).
+    pub(crate) fn commit(self) -> Result<Written, OpError> {
         match self.server.replica() {
             None => {
                 self.txn.commit()?;
-                Ok(())
+                Ok(self.written)
             }
             Some(group) => {
                 let changes = capture(&self.txn, &self.written)?;
                 self.txn.abort()?;
-                if changes.is_empty() {
-                    return Ok(());
+                if !changes.is_empty() {
+                    group.propose(changes)?;
                 }
-                group.propose(changes)
+                Ok(self.written)
             }
         }
     }

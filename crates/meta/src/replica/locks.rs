@@ -43,7 +43,7 @@ impl MetaServer {
             }
         }
         tx.wrote(Table::Locks, ino);
-        tx.commit()
+        tx.commit().map(drop)
     }
 
     /// Takes the locks of the shard's `locks` table (a replica taking over).
