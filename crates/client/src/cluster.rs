@@ -203,8 +203,7 @@ impl Cluster {
         req: Request,
         data: Bytes,
     ) -> crate::shard_route::ShardAnswer {
-        let cfg = self.config();
-        crate::shard_route::call_shard(&self.pool, &cfg, &self.leaders, fs, shard, req, data).await
+        crate::shard_route::call_shard(&self.pool, self, &self.leaders, fs, shard, req, data).await
     }
 
     /// Sends a request to the cluster manager: the quorum nodes in turn,
@@ -326,5 +325,17 @@ pub(crate) fn unexpected(peer: &Peer, request: &'static str, got: &Response) -> 
         server: peer.addr().to_string(),
         request,
         got: text,
+    }
+}
+
+impl crate::shard_route::ConfigAt for Cluster {
+    fn current(&self) -> Arc<ClusterConfig> {
+        self.config()
+    }
+
+    fn fresh(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Arc<ClusterConfig>> + Send + '_>> {
+        Box::pin(async move { self.refresh().await.unwrap_or_else(|_| self.config()) })
     }
 }

@@ -12,7 +12,9 @@
 //! create or a `NotFound` to a removal as its own earlier attempt.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -89,10 +91,28 @@ pub struct ShardAnswer {
     pub unsure: bool,
 }
 
+/// The shard as the configuration `cfg` has it (its members change when a
+/// shard moves), else as the caller knew it.
+fn shard_in<'a>(cfg: &'a ClusterConfig, fs: &'a FsInfo, shard: ShardId) -> Option<&'a ShardInfo> {
+    cfg.filesystems
+        .iter()
+        .find(|f| f.id == fs.id)
+        .and_then(|f| f.shards.iter().find(|s| s.id == shard))
+        .or_else(|| fs.shards.iter().find(|s| s.id == shard))
+}
+
+/// Where [`call_shard`] gets the configuration: the one at hand, and one
+/// fetched again after every replica of the shard refused (a shard's
+/// members change when `weft meta move` moves it).
+pub trait ConfigAt: Sync {
+    fn current(&self) -> Arc<ClusterConfig>;
+    fn fresh(&self) -> Pin<Box<dyn Future<Output = Arc<ClusterConfig>> + Send + '_>>;
+}
+
 /// Sends `req` to shard `shard` of `fs` (see the module header).
 pub async fn call_shard(
     pool: &Pool,
-    cfg: &ClusterConfig,
+    config: &dyn ConfigAt,
     leaders: &ShardLeaders,
     fs: &FsInfo,
     shard: ShardId,
@@ -106,14 +126,17 @@ pub async fn call_shard(
         ))),
         unsure: false,
     };
-    let Some(s) = fs.shards.iter().find(|s| s.id == shard) else {
-        return no_service(format!("file system {} has no shard {shard}", fs.name));
-    };
+    let mut cfg = config.current();
     let started = tokio::time::Instant::now();
     let mut pause = Duration::from_millis(20);
     let mut unsure = false;
     let mut tried = 0usize;
     loop {
+        let Some(s) = shard_in(&cfg, fs, shard) else {
+            return no_service(format!("file system {} has no shard {shard}", fs.name));
+        };
+        let s = s.clone();
+        let s = &s;
         let node = leaders.node(fs.id, s);
         let addr = match cfg.node(node) {
             Some(n) => n.addr.clone(),
@@ -144,6 +167,7 @@ pub async fn call_shard(
                             tracing::debug!(shard, error = %e, "no replica of the shard serves; waiting");
                             tokio::time::sleep(pause).await;
                             pause = (pause * 2).min(Duration::from_millis(500));
+                            cfg = config.fresh().await;
                         }
                     }
                     _ => {

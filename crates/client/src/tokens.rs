@@ -9,11 +9,13 @@
 //! to clients that poll them) and end with the client. A client made with
 //! `ClientConfig::tokens` off does not poll and gets no tokens. When the
 //! client goes, each task tells its node (`leave`), so no change waits for
-//! a client that is gone.
+//! a client that is gone. The set of nodes follows the configuration: a
+//! node that a moved shard brings in is polled from then on, one that no
+//! longer holds a shard of the file system is left.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,6 +41,8 @@ pub(crate) const FIRST_POLL_WAIT: Duration = Duration::from_secs(2);
 const FLUSH_WAIT: Duration = Duration::from_millis(500);
 /// Pause after a failed poll.
 const RETRY: Duration = Duration::from_millis(200);
+/// How often the client looks for nodes a moved shard brought in.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// Drops what the mount caches (the kernel's attributes, entries, pages).
 pub trait Invalidate: Send + Sync {
@@ -52,6 +56,8 @@ pub trait Invalidate: Send + Sync {
 pub(crate) struct TokenKeeper {
     started: AtomicBool,
     mount: RwLock<Option<Arc<dyn Invalidate>>>,
+    /// The nodes polled now.
+    polled: Mutex<BTreeSet<NodeId>>,
 }
 
 impl TokenKeeper {
@@ -83,39 +89,86 @@ impl TokenKeeper {
         if self.started.swap(true, Ordering::AcqRel) {
             return Vec::new();
         }
-        // Every node holding a replica: whichever leads grants tokens.
-        let mut by_node: BTreeMap<NodeId, ShardId> = BTreeMap::new();
-        for s in &client.fs_info().shards {
-            for n in s.holders() {
-                by_node.entry(n).or_insert(s.id);
-            }
+        tokio::spawn(follow(Arc::downgrade(client)));
+        self.poll_new(client)
+    }
+
+    fn polled(&self) -> std::sync::MutexGuard<'_, BTreeSet<NodeId>> {
+        match self.polled.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
         }
+    }
+
+    /// Starts a poll of every node holding a replica (whichever leads
+    /// grants tokens) that is not polled yet.
+    fn poll_new(&self, client: &Arc<Client>) -> Vec<tokio::sync::oneshot::Receiver<()>> {
         let mut heard = Vec::new();
-        for (node, shard) in by_node {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            heard.push(rx);
-            tokio::spawn(poll(Arc::downgrade(client), node, shard, tx));
+        let mut polled = self.polled();
+        for node in holder_shards(client).into_keys() {
+            if polled.insert(node) {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                heard.push(rx);
+                tokio::spawn(poll(Arc::downgrade(client), node, tx));
+            }
         }
         heard
     }
 }
 
-/// Polls node `node`, routing by a shard it holds.
-async fn poll(
-    me: Weak<Client>,
-    node: NodeId,
-    shard: ShardId,
-    first: tokio::sync::oneshot::Sender<()>,
-) {
+/// Every node holding a replica of a shard of the client's file system, as
+/// the newest configuration the client has says, with one shard it holds.
+fn holder_shards(client: &Client) -> BTreeMap<NodeId, ShardId> {
+    let cfg = client.cluster().config();
+    let fs = client.fs_info();
+    let shards = cfg
+        .filesystems
+        .iter()
+        .find(|f| f.id == fs.id)
+        .map_or(&fs.shards, |f| &f.shards);
+    let mut by_node = BTreeMap::new();
+    for s in shards {
+        for n in s.holders() {
+            by_node.entry(n).or_insert(s.id);
+        }
+    }
+    by_node
+}
+
+/// Starts polls of nodes that moved shards bring in, while the client lives.
+async fn follow(me: Weak<Client>) {
+    loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        let Some(client) = me.upgrade() else {
+            return;
+        };
+        client.tokens.poll_new(&client);
+    }
+}
+
+/// Polls node `node`, routing by a shard it holds; ends when the node
+/// holds no shard of the file system any more.
+async fn poll(me: Weak<Client>, node: NodeId, first: tokio::sync::oneshot::Sender<()>) {
     let mut first = Some(first);
     let mut acked = 0u64;
     // Whether the node answered since the last failed poll.
     let mut heard = false;
-    // The node last polled, told when the client goes.
-    let mut last: Option<(Arc<Peer>, FsId)> = None;
+    // The node last polled (and by which shard), told when the client goes.
+    let mut last: Option<(Arc<Peer>, FsId, ShardId)> = None;
     loop {
         let Some(client) = me.upgrade() else {
-            if let Some((peer, fs)) = last {
+            if let Some((peer, fs, shard)) = last {
+                leave(&peer, fs, shard, acked).await;
+            }
+            return;
+        };
+        let Some(shard) = holder_shards(&client).get(&node).copied() else {
+            debug!(
+                node,
+                "the node holds no shard of the file system now; not polling it"
+            );
+            client.tokens.polled().remove(&node);
+            if let Some((peer, fs, shard)) = last {
                 leave(&peer, fs, shard, acked).await;
             }
             return;
@@ -133,7 +186,7 @@ async fn poll(
         drop(client);
         let answer = match peer {
             Ok(peer) => {
-                last = Some((peer.clone(), fs));
+                last = Some((peer.clone(), fs, shard));
                 peer.call(req, Bytes::new())
                     .await
                     .map_err(|e| e.to_string())

@@ -55,6 +55,7 @@ use redb::ReadableDatabase;
 use serde::{Deserialize, Serialize};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use weft_proto::msg::RaftKind;
+use weft_proto::ErrorKind;
 use weft_raft::RaftTransport;
 
 use crate::error::MetaError;
@@ -292,6 +293,7 @@ impl ShardGroup {
             log_entries,
             serving: !self.witness
                 && m.current_leader == Some(self.id)
+                && m.state == ServerState::Leader
                 && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
         }
     }
@@ -301,8 +303,10 @@ impl ShardGroup {
     /// again first.
     pub(crate) fn ready(&self, server: &MetaServer) -> Result<(), OpError> {
         let m = self.raft.metrics().borrow().clone();
-        if m.current_leader != Some(self.id) || self.witness {
-            let leader = m.current_leader.and_then(|l| {
+        // A leader removed from the group (`weft meta move`) steps down to
+        // a learner but may still name itself leader.
+        if m.current_leader != Some(self.id) || m.state != ServerState::Leader || self.witness {
+            let leader = m.current_leader.filter(|l| *l != self.id).and_then(|l| {
                 m.membership_config
                     .membership()
                     .get_node(&l)
@@ -379,6 +383,85 @@ impl ShardGroup {
         block(&self.rt, self.write(Changes(changes)))
     }
 
+    /// Makes `member` (at `addr`) a learner and waits, up to `wait`, until
+    /// it has the whole log (`Busy` after that: ask again, the learner
+    /// keeps catching up). A member already in the group is left as it is.
+    pub(crate) fn add_learner(
+        &self,
+        member: u64,
+        addr: &str,
+        wait: Duration,
+    ) -> Result<(), OpError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.membership_config.membership().get_node(&member).is_none() {
+            let add = self.raft.add_learner(member, BasicNode::new(addr), false);
+            block(&self.rt, add).map_err(|e| OpError::Replication {
+                reason: format!("adding member {member} as a learner: {e}"),
+            })?;
+        }
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let m = self.raft.metrics().borrow().clone();
+            if m.current_leader != Some(self.id) {
+                return Err(OpError::NotLeader {
+                    what: "this replica no longer leads the shard; ask the new leader".into(),
+                });
+            }
+            let matched = m
+                .replication
+                .as_ref()
+                .and_then(|r| r.get(&member).copied().flatten())
+                .map(|l| l.index);
+            let last = m.last_log_index;
+            if matched.is_some() && matched == last {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(crate::fail::refuse(
+                    ErrorKind::Busy,
+                    format!(
+                        "member {member} is catching up (at entry {}, the log ends at {}); ask again",
+                        matched.map_or("none".into(), |i| i.to_string()),
+                        last.map_or("none".into(), |i| i.to_string())
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Makes `voters` exactly the group's voting members; learners not in
+    /// it and members left out leave the group. The change is committed (a
+    /// joint configuration, then the new one) before this returns.
+    pub(crate) fn set_voters(&self, voters: &[u64]) -> Result<(), OpError> {
+        let want: std::collections::BTreeSet<u64> = voters.iter().copied().collect();
+        let m = self.raft.metrics().borrow().clone();
+        let now: std::collections::BTreeSet<u64> =
+            m.membership_config.membership().voter_ids().collect();
+        let learners = m.membership_config.membership().learner_ids().count();
+        if now == want && learners == 0 {
+            return Ok(());
+        }
+        if want.is_empty() {
+            return Err(crate::fail::refuse(
+                ErrorKind::Invalid,
+                "a shard's group needs at least one voting member",
+            ));
+        }
+        let change = self.raft.change_membership(want, false);
+        match block(&self.rt, change) {
+            Ok(_) => Ok(()),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(OpError::NotLeader {
+                    what: "this replica no longer leads the shard; ask the new leader".into(),
+                })
+            }
+            Err(e) => Err(OpError::Replication {
+                reason: format!("changing the shard's members: {e}"),
+            }),
+        }
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "stopping a shard replica");
@@ -402,9 +485,12 @@ async fn step_down_when_caught_up(group: std::sync::Weak<ShardGroup>) {
         let leading = m.current_leader == Some(g.id);
         if leading && !handing {
             let last = m.last_log_index;
+            // A voter: a learner (a replica being moved in) cannot be elected.
+            let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
             let caught_up = m.replication.as_ref().is_some_and(|r| {
-                r.iter()
-                    .any(|(id, matched)| *id != g.id && matched.map(|l| l.index) == last)
+                r.iter().any(|(id, matched)| {
+                    *id != g.id && voters.contains(id) && matched.map(|l| l.index) == last
+                })
             });
             if caught_up {
                 tracing::info!(

@@ -44,6 +44,10 @@ use crate::twopc::ShardPeers;
 /// before it fails with `Busy`.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
+/// How long an `AddLearner` waits for the learner to catch up before it
+/// answers `Busy` (well within a request's timeout).
+const LEARNER_WAIT: Duration = Duration::from_secs(20);
+
 thread_local! {
     /// Set by [`MetaServer::try_handle_local`]: operations must not leave
     /// this shard's own transaction or wait.
@@ -303,6 +307,19 @@ impl MetaServer {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
         }
+    }
+
+    /// The group whose members `weft meta move` changes.
+    fn replica_to_change(&self) -> Result<Arc<ShardGroup>, OpError> {
+        self.replica().ok_or_else(|| {
+            crate::fail::refuse(
+                ErrorKind::Invalid,
+                format!(
+                    "shard {} has one copy: only a replicated shard changes its members",
+                    self.spec().shard
+                ),
+            )
+        })
     }
 
     /// Refuses requests unless this shard has one copy or this replica
@@ -697,6 +714,16 @@ impl MetaServer {
                 );
                 Response::Unit
             }
+            MetaRequest::AddLearner { member, addr } => {
+                let group = self.replica_to_change()?;
+                group.add_learner(member, &addr, LEARNER_WAIT)?;
+                Response::Replica(group.info())
+            }
+            MetaRequest::SetVoters { voters } => {
+                let group = self.replica_to_change()?;
+                group.set_voters(&voters)?;
+                Response::Replica(group.info())
+            }
             MetaRequest::Replica => Response::Replica(match self.replica() {
                 Some(g) => g.info(),
                 None => weft_proto::msg::ReplicaInfo {
@@ -900,6 +927,8 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::Shard(op) => op.into(),
         MetaRequest::Tokens { .. } => "tokens",
         MetaRequest::Replica => "replica",
+        MetaRequest::AddLearner { .. } => "add_learner",
+        MetaRequest::SetVoters { .. } => "set_voters",
         MetaRequest::Writing { .. } => "writing",
     }
 }

@@ -198,6 +198,18 @@ pub struct ShardInfo {
     /// is lost (see `docs/metadata.md`).
     #[serde(default)]
     pub witness: Option<NodeId>,
+    /// A member being replaced (`weft meta move`): `to` joins the group as
+    /// a learner, then takes `from`'s place; absent when no move is under
+    /// way.
+    #[serde(default)]
+    pub moving: Option<ShardMove>,
+}
+
+/// One member of a shard's Raft group handing its place to another node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardMove {
+    pub from: NodeId,
+    pub to: NodeId,
 }
 
 impl ShardInfo {
@@ -208,6 +220,21 @@ impl ShardInfo {
             node,
             replicas: Vec::new(),
             witness: None,
+            moving: None,
+        }
+    }
+
+    /// Whether `node` keeps a copy of the shard: a member, or the node a
+    /// move brings in.
+    pub fn placed_on(&self, node: NodeId) -> bool {
+        self.members().contains(&node) || self.moving.is_some_and(|m| m.to == node)
+    }
+
+    /// Whether `node` is (or, joining, will be) the shard's witness.
+    pub fn witnessed_by(&self, node: NodeId) -> bool {
+        match self.moving {
+            Some(m) if m.to == node => self.witness == Some(m.from),
+            _ => self.witness == Some(node),
         }
     }
 

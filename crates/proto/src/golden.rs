@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 16;
+const TABLE_WIRE_VERSION: u16 = 17;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -502,6 +502,21 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "0107012201e8076402041b",
         ),
         (
+            "MetaRequest::AddLearner",
+            meta(MetaRequest::AddLearner {
+                member: 4,
+                addr: "10.0.0.4:1191".into(),
+            }),
+            "01070123040d31302e302e302e343a3131393101e8076402041b",
+        ),
+        (
+            "MetaRequest::SetVoters",
+            meta(MetaRequest::SetVoters {
+                voters: vec![1, 2, 4],
+            }),
+            "010701240301020401e8076402041b",
+        ),
+        (
             "Request::ShardRaft",
             Sample::Request(Request::ShardRaft {
                 fs: 7,
@@ -582,7 +597,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001000000010673797374656d0201020506010106070108",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -655,6 +670,17 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "ConfigChange::Balance",
             quorum(QuorumRequest::Change(ConfigChange::Balance { fs: "fs1".into() })),
             "02020903667331",
+        ),
+        (
+            "ConfigChange::MoveShard",
+            quorum(QuorumRequest::Change(ConfigChange::MoveShard {
+                fs: "fs1".into(),
+                shard: 1,
+                from: 2,
+                to: 4,
+                step: crate::msg::MoveStep::Begin,
+            })),
+            "02020a0366733101020400",
         ),
         (
             "QuorumRequest::DiskFailed",
@@ -810,7 +836,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         (
             "Response::Config",
             response(Response::Config(Box::new(cluster_config()))),
-            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108",
+            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001000000010673797374656d0201020506010106070108",
         ),
         (
             "Response::Lock",
@@ -890,7 +916,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 seal_nonce: bytes32(0xA0),
                 sealed_secret: bytes32(0xC0),
             }),
-            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000010673797374656d0201020506010106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
+            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d01010001000000010673797374656d0201020506010106070108a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
         ),
         ("Response::Epoch", response(Response::Epoch(42)), "152a"),
         (
@@ -1296,6 +1322,8 @@ fn meta_variant(r: &MetaRequest) -> &'static str {
         MetaRequest::Tokens { .. } => "Tokens",
         MetaRequest::Replica => "Replica",
         MetaRequest::Writing { .. } => "Writing",
+        MetaRequest::AddLearner { .. } => "AddLearner",
+        MetaRequest::SetVoters { .. } => "SetVoters",
     }
 }
 
@@ -1325,6 +1353,7 @@ fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::RemoveDisks { .. } => "RemoveDisks",
         ConfigChange::SetReplicas { .. } => "SetReplicas",
         ConfigChange::Balance { .. } => "Balance",
+        ConfigChange::MoveShard { .. } => "MoveShard",
     }
 }
 

@@ -475,6 +475,19 @@ pub enum MetaRequest {
     /// How this node's replica of the shard sees its Raft group; answered
     /// by every replica, leading or not, with `Replica`.
     Replica,
+    /// `weft meta move`, to the shard's leader: make `member` (at `addr`) a
+    /// learner of the group and answer once it has caught up with the log
+    /// (`Busy` when it has not within the leader's wait: ask again).
+    AddLearner {
+        member: u64,
+        addr: String,
+    },
+    /// `weft meta move`, to the shard's leader: the group's voting members
+    /// become exactly `voters` (replicas and witness); members left out
+    /// leave the group.
+    SetVoters {
+        voters: Vec<u64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -572,6 +585,24 @@ pub enum ConfigChange {
     /// `weft restripe -b`: the copies of every chain of `fs` move so that
     /// the chains spread evenly over all its data disks.
     Balance { fs: String },
+    /// `weft meta move`: one step of handing a shard member's place to
+    /// another node (see [`MoveStep`]).
+    MoveShard {
+        fs: String,
+        shard: ShardId,
+        from: NodeId,
+        to: NodeId,
+        step: MoveStep,
+    },
+}
+
+/// The steps of `weft meta move`: `Begin` names the joining node (its
+/// daemon opens the shard as a learner), `Finish` puts it in the leaving
+/// node's place once the shard's Raft group has changed its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MoveStep {
+    Begin,
+    Finish,
 }
 
 /// What `weft disk stop|start` asks of the cluster manager.

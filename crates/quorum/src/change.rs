@@ -88,6 +88,13 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             crate::restripe::set_replicas(config, fs, *replicas).map(|_| ())
         }
         ConfigChange::Balance { fs } => crate::restripe::balance(config, fs).map(|_| ()),
+        ConfigChange::MoveShard {
+            fs,
+            shard,
+            from,
+            to,
+            step,
+        } => crate::shards::move_shard(config, fs, *shard, *from, *to, *step),
     }
 }
 

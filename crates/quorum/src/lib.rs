@@ -21,6 +21,7 @@ mod file_store;
 pub mod liveness;
 pub mod raft;
 pub mod restripe;
+pub mod shards;
 
 pub use error::QuorumError;
 pub use file_store::{read as read_config, FileStore};

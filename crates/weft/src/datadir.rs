@@ -28,6 +28,7 @@ pub const DEFAULT_FS: &str = "fs0";
 const BYTES_PER_INODE: u64 = 64 << 10;
 const MIN_INODES: u64 = 1 << 20;
 
+#[derive(Clone)]
 pub struct DataDir {
     pub root: PathBuf,
 }

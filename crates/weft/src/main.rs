@@ -84,6 +84,10 @@ enum MetaCommand {
     /// Per shard: replicas, the node serving it (name and address), whether
     /// it answers, and what it holds.
     List(cmd::meta::MetaListArgs),
+    /// Move one member of a replicated shard (replica or witness) to
+    /// another meta node while the shard serves: replace a lost node, or
+    /// spread shards over new ones.
+    Move(cmd::meta_move::MetaMoveArgs),
 }
 
 #[derive(Subcommand)]
@@ -195,6 +199,7 @@ fn main() -> ExitCode {
         Command::Df(a) => cmd::df::run(a),
         Command::Meta { cmd } => match cmd {
             MetaCommand::List(a) => cmd::meta::list(a),
+            MetaCommand::Move(a) => cmd::meta_move::run(a),
         },
         Command::Fsck(a) => cmd::meta::fsck(a),
         Command::Disk { cmd } => match cmd {

@@ -126,6 +126,14 @@ impl Node {
         }
     }
 
+    /// Stops serving shard `shard` of `fs` here (it moved to another node).
+    pub fn remove_meta(&self, fs: FsId, shard: ShardId) -> Option<Arc<MetaServer>> {
+        match self.meta.write() {
+            Ok(mut m) => m.remove(&(fs, shard)),
+            Err(p) => p.into_inner().remove(&(fs, shard)),
+        }
+    }
+
     /// Serves `server` (shard `server.spec().shard` of file system `fs`).
     pub fn add_meta(&self, fs: FsId, server: MetaServer) -> Arc<MetaServer> {
         let mut m = match self.meta.write() {

@@ -5,13 +5,16 @@
 //! there as a node (no client credentials). Shards this node serves itself
 //! are reached without a socket (the pool's local handler).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use std::sync::Arc;
-use weft_client::shard_route::{call_shard, ShardLeaders};
+use weft_client::shard_route::{call_shard, ConfigAt, ShardLeaders};
 use weft_meta::ShardPeers;
 use weft_net::Pool;
+use weft_proto::config::ClusterConfig;
 use weft_proto::shard::{ShardOp, ShardReply};
 use weft_proto::types::{FsId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, RemoteError, Request, Response};
@@ -67,7 +70,7 @@ impl ShardPeers for NodePeers {
                 SHARD_CALL_TIMEOUT,
                 call_shard(
                     &self.pool,
-                    &cfg,
+                    &NodeConfig(&self.config, &cfg),
                     &self.leaders,
                     fs,
                     shard,
@@ -93,5 +96,21 @@ impl ShardPeers for NodePeers {
                 format!("shard {shard} did not answer within {SHARD_CALL_TIMEOUT:?}"),
             )),
         }
+    }
+}
+
+/// The node's latest configuration (`Some` once it has one; else the one
+/// the call began with). The node follows the cluster manager itself, so
+/// fetching again is taking the latest.
+struct NodeConfig<'a>(&'a ConfigSource, &'a ClusterConfig);
+
+impl ConfigAt for NodeConfig<'_> {
+    fn current(&self) -> Arc<ClusterConfig> {
+        Arc::new((self.0)().unwrap_or_else(|| self.1.clone()))
+    }
+
+    fn fresh(&self) -> Pin<Box<dyn Future<Output = Arc<ClusterConfig>> + Send + '_>> {
+        let c = self.current();
+        Box::pin(async move { c })
     }
 }

@@ -19,6 +19,13 @@
 //!   leading shard 1 is killed and stays down until every shard is led
 //!   again by the other replicas. No create or rename fails, and the same
 //!   checks hold.
+//! - `a_lost_replica_is_replaced_on_another_node_during_the_storm`: the
+//!   same storm on `-m 2`; the leader of shard 1 is killed, and while it
+//!   is down `weft meta move fs1 1 --from VICTIM --to q1` gives its place
+//!   to q1 (a meta node holding no shard). No create or rename fails;
+//!   `weft meta list` shows q1 among the replicas; the victim, started
+//!   again, deletes its copy; then the shard's other replica is killed
+//!   too, so shard 1 is served from q1's copy, and the same checks hold.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -314,13 +321,18 @@ fn check_after(c: &mut Cluster, clock: &Clock, s: &Storm) {
     assert_eq!(serving_rows(&list), 8, "{list}");
 }
 
-/// The leader column of shard `shard` in `weft meta list`.
-fn leader_of(list: &str, shard: u16) -> String {
+/// Column `col` of shard `shard`'s row in `weft meta list`.
+fn column_of(list: &str, shard: u16, col: usize) -> String {
     list.lines()
         .find(|l| l.starts_with(&format!("{shard} ")))
-        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|l| l.split_whitespace().nth(col))
         .unwrap()
         .to_string()
+}
+
+/// The leader column of shard `shard` in `weft meta list`.
+fn leader_of(list: &str, shard: u16) -> String {
+    column_of(list, shard, 2)
 }
 
 #[test]
@@ -374,19 +386,16 @@ fn a_killed_meta_node_leaves_every_operation_done_or_not() {
     check_after(&mut c, &clock, &s);
 }
 
-#[test]
-fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
-    let _serial = netns::one_at_a_time();
-    let clock = Clock(Instant::now());
+/// Three meta nodes, 8 shards with two replicas and a witness each, every
+/// shard led; with `weft meta list` then.
+fn boot_replicated(tag: &str, clock: &Clock) -> Option<(Cluster, String)> {
     let opts = Boot {
         meta_on: &["s1", "s2", "s3"],
         meta_shards: Some(8),
         meta_replicas: 2,
         ..Boot::default()
     };
-    let Some(mut c) = Cluster::boot_opts("mrep", &["c1", "c2"], 2, &clock, &opts) else {
-        return;
-    };
+    let c = Cluster::boot_opts(tag, &["c1", "c2"], 2, clock, &opts)?;
     let q1 = c.host("q1");
     wait_until(Duration::from_secs(60), "every shard led", || {
         let o = c.weft_bounded(&q1, &["meta", "list", "fs1"]);
@@ -394,6 +403,17 @@ fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
     });
     let list = c.weft_ok(&q1, &["meta", "list", "fs1"]);
     eprintln!("{list}");
+    Some((c, list))
+}
+
+#[test]
+fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
+    let _serial = netns::one_at_a_time();
+    let clock = Clock(Instant::now());
+    let Some((mut c, list)) = boot_replicated("mrep", &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
     // Two replicas and a witness per shard, on three distinct nodes.
     for l in list.lines().skip(1).take(8) {
         assert!(l.contains("(witness)"), "{l}");
@@ -429,5 +449,98 @@ fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
     // Applications paused; none saw an error.
     assert_eq!(s.create_failures, 0, "creates failed");
     assert_eq!(s.rename_failures, 0, "renames failed");
+    check_after(&mut c, &clock, &s);
+}
+
+#[test]
+fn a_lost_replica_is_replaced_on_another_node_during_the_storm() {
+    let _serial = netns::one_at_a_time();
+    let clock = Clock(Instant::now());
+    let Some((mut c, list)) = boot_replicated("mmov", &clock) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let victim = leader_of(&list, 1);
+    // "s2,s3,s1(witness)": the replica that stays.
+    let replicas = column_of(&list, 1, 1);
+    let other = replicas
+        .split(',')
+        .find(|r| *r != victim && !r.contains("(witness)"))
+        .unwrap()
+        .to_string();
+    assert!(!replicas.contains("q1"), "{list}");
+    let s = storm(&mut c, &clock, |c| {
+        c.procs.remove(&victim).unwrap().kill9().unwrap();
+        clock.say(&format!(
+            "{victim}, leader of shard 1, killed with SIGKILL mid-storm"
+        ));
+        wait_until(Duration::from_secs(60), "shard 1 led again", || {
+            let o = c.weft_bounded(&q1, &["meta", "list", "fs1"]);
+            let list = String::from_utf8_lossy(&o.stdout).into_owned();
+            serving_rows(&list) == 8 && leader_of(&list, 1) != victim
+        });
+        let moved = c.weft_ok(
+            &q1,
+            &["meta", "move", "fs1", "1", "--from", &victim, "--to", "q1"],
+        );
+        eprintln!("{moved}");
+        assert!(
+            moved.contains(&format!("moved from {victim} to q1")),
+            "{moved}"
+        );
+        clock.say(&format!(
+            "shard 1 moved from {victim} (down) to q1 while the storm goes on"
+        ));
+    });
+    assert_eq!(s.create_failures, 0, "creates failed");
+    assert_eq!(s.rename_failures, 0, "renames failed");
+    let list = c.weft_ok(&q1, &["meta", "list", "fs1"]);
+    eprintln!("{list}");
+    let replicas = column_of(&list, 1, 1);
+    assert!(
+        replicas.contains("q1") && !replicas.contains(&victim),
+        "{list}"
+    );
+
+    // The victim comes back, learns it holds no copy of shard 1, and
+    // deletes the one it has.
+    let h = c.host(&victim);
+    let (p, _) = c.start(&h, &["node", "run"]);
+    c.procs.insert(victim.clone(), p);
+    let copy = c.data(&h).join("meta").join("fs1-shard1.redb");
+    wait_until(Duration::from_secs(60), "the old copy deleted", || {
+        !copy.exists()
+    });
+    clock.say(&format!(
+        "{victim} started again and deleted its copy of shard 1"
+    ));
+    // Its NSD catches up before another goes.
+    wait_until(Duration::from_secs(120), "all four NSDs up", || {
+        c.all_up(&q1)
+    });
+
+    // The shard's other replica goes: shard 1 is served from q1's copy.
+    c.procs.remove(&other).unwrap().kill9().unwrap();
+    clock.say(&format!("{other}, the other replica of shard 1, killed"));
+    wait_until(Duration::from_secs(60), "shard 1 led by q1", || {
+        let o = c.weft_bounded(&q1, &["meta", "list", "fs1"]);
+        leader_of(&String::from_utf8_lossy(&o.stdout), 1) == "q1"
+    });
+    let m1 = c.mount("c1");
+    for p in &s.created {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let got = std::fs::read(m1.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert_eq!(got, content(&name), "{}", p.display());
+    }
+    clock.say(&format!(
+        "q1 leads shard 1; all {} created files read back with {other} down",
+        s.created.len()
+    ));
+    let h = c.host(&other);
+    let (p, _) = c.start(&h, &["node", "run"]);
+    c.procs.insert(other.clone(), p);
+    wait_until(Duration::from_secs(120), "all four NSDs up", || {
+        c.all_up(&q1)
+    });
     check_after(&mut c, &clock, &s);
 }

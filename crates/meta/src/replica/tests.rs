@@ -164,9 +164,28 @@ impl Replicas {
     }
 
     async fn stop(mut self) {
-        for i in 0..3 {
+        for i in 0..self.groups.len() {
             self.kill(i).await;
         }
+    }
+
+    /// Starts a fourth member, in no group yet (as a node a shard moves to).
+    async fn add_fourth(&mut self) -> usize {
+        let i = self.groups.len();
+        let fx = Fx::new();
+        let g = ShardGroup::start(
+            &fx.srv,
+            i as u64 + 1,
+            self.net.link(&addr(i)),
+            self.timing,
+            false,
+        )
+        .await
+        .unwrap();
+        self.net.join(&addr(i), serving(&g));
+        self.fx.push(Some(fx));
+        self.groups.push(Some(g));
+        i
     }
 }
 
@@ -406,10 +425,12 @@ async fn the_kv_suite_passes_on_a_replicated_shard() {
     tokio::task::block_in_place(|| crate::kv::conformance::run(&mut Committing(srv)));
     for i in (0..3).filter(|&i| i != l) {
         r.caught_up(i, l).await;
-        assert_eq!(
-            r.records(i),
-            r.records(l),
-            "replica {i} differs from the leader"
+        let (mine, theirs) = (r.records(i), r.records(l));
+        assert!(
+            mine == theirs,
+            "replica {i} differs from the leader: only there {:?}, only here {:?}",
+            theirs.difference(&mine).collect::<Vec<_>>(),
+            mine.difference(&theirs).collect::<Vec<_>>()
         );
     }
     r.stop().await;
@@ -461,4 +482,69 @@ async fn replicated_create_rate() {
         "replicated-create-rate one_copy={single:.0} three_replicas={replicated:.0} ratio={:.2}",
         replicated / single
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_hands_its_place_to_a_new_member() {
+    let mut r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    for n in 0..30 {
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+    }
+    let new = r.add_fourth().await;
+    let g = r.groups[l].clone().unwrap();
+    // Not a member yet: the leader sends it the shard.
+    g.add_learner(new as u64 + 1, &addr(new), Duration::from_secs(10))
+        .unwrap();
+    r.caught_up(new, l).await;
+    assert_eq!(r.records(new), r.records(l));
+    // A learner does not serve.
+    assert_eq!(
+        r.fx(new).err(MetaRequest::GetAttr { ino: ROOT_INO }),
+        ErrorKind::NotServing
+    );
+    // The leader leaves the group; the others elect a leader among them.
+    let voters: Vec<u64> = (0..4).filter(|&i| i != l).map(|i| i as u64 + 1).collect();
+    g.set_voters(&voters).unwrap();
+    // The member that left steps down once the change has committed.
+    for _ in 0..200 {
+        if r.groups[l].as_ref().unwrap().leadership().state != ServerState::Leader {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        r.fx(l).err(MetaRequest::GetAttr { ino: ROOT_INO }),
+        ErrorKind::NotServing
+    );
+    let l2 = r.leader().await;
+    assert_ne!(l2, l, "the member that left still serves");
+    // Done twice, it changes nothing.
+    r.groups[l2].as_ref().unwrap().set_voters(&voters).unwrap();
+    let members: Vec<u64> = r.groups[l2]
+        .as_ref()
+        .unwrap()
+        .leadership()
+        .members
+        .iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(members, voters);
+    r.fx(l2).file(ROOT_INO, "after");
+    // The new member votes and holds every record: with the old leader and
+    // one more of the first three gone, it and the last one carry the shard
+    // (a leader needs its vote).
+    r.kill(l).await;
+    let gone = (0..3).find(|&i| i != l).unwrap();
+    r.caught_up(new, l2).await;
+    r.kill(gone).await;
+    let l3 = r.leader().await;
+    assert!(l3 != l && l3 != gone);
+    assert_eq!(r.fx(l3).names(ROOT_INO).len(), 31);
+    r.fx(l3).file(ROOT_INO, "last");
+    let keep = (0..3).find(|&i| i != l && i != gone).unwrap();
+    let other = if l3 == new { keep } else { new };
+    r.caught_up(other, l3).await;
+    assert_eq!(r.records(other), r.records(l3));
+    r.stop().await;
 }

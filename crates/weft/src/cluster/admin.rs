@@ -115,6 +115,7 @@ pub fn place_shards(count: u16, nodes: &[u32], replicas: u8) -> Vec<ShardInfo> {
                 node: holders[0],
                 replicas: holders,
                 witness: (replicas == 2 && n > 2).then(|| at(k + 2)),
+                moving: None,
             }
         })
         .collect()

@@ -314,7 +314,7 @@ fn start_replica(
         shard: Some((fs.id, shard.id)),
     });
     let first = shard.node == me;
-    let witness = shard.witness == Some(me);
+    let witness = shard.witnessed_by(me);
     let (fs_id, fs_name, shard_id) = (fs.id, fs.name.clone(), shard.id);
     let node = node.clone();
     tokio::spawn(async move {
@@ -347,6 +347,37 @@ fn start_replica(
     });
 }
 
+/// Stops this node's replica of a shard that moved elsewhere (`weft meta
+/// move` finished: the group no longer counts it) and deletes its copy.
+fn stop_replica(node: &Arc<Node>, dir: &DataDir, fs: &str, key: (u32, u16)) {
+    let Some(server) = node.remove_meta(key.0, key.1) else {
+        return;
+    };
+    let (dir, fs) = (dir.clone(), fs.to_owned());
+    tokio::spawn(async move {
+        if let Some(g) = server.replica() {
+            g.shutdown().await;
+        }
+        drop(server);
+        remove_shard_files(&dir, &fs, key.1);
+        info!(fs = %fs, shard = key.1, "the shard moved to another node; its copy here is deleted");
+    });
+}
+
+/// Deletes this node's copy of a shard (its database and snapshot).
+fn remove_shard_files(dir: &DataDir, fs: &str, shard: u16) {
+    let db = dir.meta(fs, shard);
+    let mut snap = db.clone().into_os_string();
+    snap.push(".snap");
+    for path in [db, PathBuf::from(snap)] {
+        match std::fs::remove_file(&path) {
+            Ok(()) => info!(path = %path.display(), "removed a stale shard copy"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(path = %path.display(), error = %e, "cannot remove a shard copy"),
+        }
+    }
+}
+
 /// Opens the meta shards and NSDs the configuration places on this node.
 fn reconcile(
     node: &Arc<Node>,
@@ -357,9 +388,24 @@ fn reconcile(
     wiring: &ShardWiring<'_>,
 ) {
     for fs in &cfg.filesystems {
-        for shard in fs.shards.iter().filter(|s| s.members().contains(&me)) {
-            if served.meta.contains(&(fs.id, shard.id)) {
+        for shard in &fs.shards {
+            let key = (fs.id, shard.id);
+            if !shard.placed_on(me) {
+                if served.meta.remove(&key) {
+                    stop_replica(node, dir, &fs.name, key);
+                } else if shard.replicated() && dir.meta(&fs.name, shard.id).exists() {
+                    // Moved away while this node was down.
+                    remove_shard_files(dir, &fs.name, shard.id);
+                }
                 continue;
+            }
+            if served.meta.contains(&key) {
+                continue;
+            }
+            if shard.moving.is_some_and(|m| m.to == me) {
+                // Joining the group: a copy left from an earlier membership
+                // is stale; the leader sends the shard whole.
+                remove_shard_files(dir, &fs.name, shard.id);
             }
             let Some(spec) = MetaSpec::group_commit(fs, shard.id, wiring.lock_lease_ms) else {
                 continue;
@@ -372,7 +418,7 @@ fn reconcile(
                 Ok(m) => {
                     m.set_data_barrier((wiring.barrier)(fs.id));
                     m.set_peers((wiring.peers)(fs.id));
-                    served.meta.insert((fs.id, shard.id));
+                    served.meta.insert(key);
                     if shard.members().len() > 1 {
                         start_replica(node, m, me, cfg, fs, shard, wiring);
                         continue;

@@ -118,6 +118,13 @@ pub fn list(args: MetaListArgs) -> Result<()> {
             if let Some(w) = s.witness {
                 replicas.push(format!("{}(witness)", name_of(w)));
             }
+            if let Some(m) = s.moving {
+                replicas.push(format!(
+                    "{}(joining for {})",
+                    name_of(m.to),
+                    name_of(m.from)
+                ));
+            }
             // Who leads, as the replicas see it.
             let mut leader = if s.replicated() { None } else { Some(s.node) };
             let mut log = "-".to_string();

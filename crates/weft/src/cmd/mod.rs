@@ -6,6 +6,7 @@ pub mod fs_show;
 mod fsck_chunks;
 pub mod health;
 pub mod meta;
+pub mod meta_move;
 pub mod nsd_check;
 pub mod perf;
 mod perf_hard;

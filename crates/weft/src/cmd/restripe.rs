@@ -90,7 +90,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often a progress line is printed when not on a terminal.
 const LINE_EVERY: Duration = Duration::from_secs(5);
 
-async fn change(cluster: &Cluster, change: ConfigChange) -> Result<ClusterConfig> {
+pub(super) async fn change(cluster: &Cluster, change: ConfigChange) -> Result<ClusterConfig> {
     match cluster.call_manager(QuorumRequest::Change(change)).await? {
         Response::Config(c) => Ok(*c),
         Response::Error(e) => bail!("{}", e.message),

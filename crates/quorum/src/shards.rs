@@ -1,0 +1,267 @@
+//! Moving a member of a replicated metadata shard's Raft group to another
+//! node (`weft meta move`), as two configuration changes around the
+//! group's own membership change:
+//!
+//! 1. [`MoveStep::Begin`] records the move in the shard
+//!    ([`ShardInfo::moving`]): the joining node's daemon opens an empty copy
+//!    of the shard, which the group's leader fills as a learner.
+//! 2. The group makes the joining node a voter in the leaving node's place
+//!    (the command asks the shard's leader; not a change of this file).
+//! 3. [`MoveStep::Finish`] puts the joining node in the leaving one's place
+//!    (replica or witness); the leaving node's daemon stops its copy and
+//!    deletes it.
+//!
+//! Both steps are idempotent, so a command that stopped half way is run
+//! again.
+//!
+//! [`ShardInfo::moving`]: weft_proto::config::ShardInfo::moving
+
+use weft_proto::config::{ClusterConfig, ShardInfo, ShardMove};
+use weft_proto::msg::MoveStep;
+use weft_proto::types::{NodeId, ShardId};
+
+use crate::QuorumError;
+
+fn refuse(reason: impl Into<String>) -> QuorumError {
+    QuorumError::Refused {
+        reason: reason.into(),
+    }
+}
+
+/// Applies one step of moving `from`'s place in shard `shard` of `fs` to `to`.
+pub fn move_shard(
+    config: &mut ClusterConfig,
+    fs: &str,
+    shard: ShardId,
+    from: NodeId,
+    to: NodeId,
+    step: MoveStep,
+) -> Result<(), QuorumError> {
+    let name = |id: NodeId| {
+        config
+            .node(id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    };
+    let (from_name, to_name) = (name(from), name(to));
+    let target = config.node(to).cloned();
+    let Some(f) = config.filesystems.iter_mut().find(|f| f.name == fs) else {
+        return Err(refuse(format!("file system {fs} does not exist")));
+    };
+    let count = f.shards.len();
+    let Some(s) = f.shards.iter_mut().find(|s| s.id == shard) else {
+        return Err(refuse(format!(
+            "{fs} has no shard {shard} (it has shards 0 to {})",
+            count.saturating_sub(1)
+        )));
+    };
+    let wanted = ShardMove { from, to };
+    match step {
+        MoveStep::Begin => {
+            if s.moving == Some(wanted) {
+                return Ok(());
+            }
+            if let Some(m) = s.moving {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is already moving from node {} to node {}: finish that move first (run it again)",
+                    m.from, m.to
+                )));
+            }
+            if !s.replicated() {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} has one copy: only a replicated shard (weft fs create -m 2 or 3) moves while it serves"
+                )));
+            }
+            if !s.members().contains(&from) {
+                return Err(refuse(format!(
+                    "{from_name} holds no copy of shard {shard} of {fs} (its members are {})",
+                    members_named(s, config_names(&config.nodes))
+                )));
+            }
+            match target {
+                None => return Err(refuse(format!("node {to} is not in the cluster"))),
+                Some(n) if !n.roles.meta => {
+                    return Err(refuse(format!(
+                        "{} does not have the meta role: start it with --roles meta (or pick a meta node)",
+                        n.name
+                    )))
+                }
+                Some(_) => {}
+            }
+            if s.members().contains(&to) {
+                return Err(refuse(format!(
+                    "{to_name} already holds a copy of shard {shard} of {fs}: pick a node that does not"
+                )));
+            }
+            s.moving = Some(wanted);
+            Ok(())
+        }
+        MoveStep::Finish => {
+            if s.moving.is_none() && s.members().contains(&to) && !s.members().contains(&from) {
+                return Ok(());
+            }
+            if s.moving != Some(wanted) {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is not moving from {from_name} to {to_name}"
+                )));
+            }
+            if s.witness == Some(from) {
+                s.witness = Some(to);
+            } else {
+                for r in &mut s.replicas {
+                    if *r == from {
+                        *r = to;
+                    }
+                }
+                s.node = s.replicas.first().copied().unwrap_or(to);
+            }
+            s.moving = None;
+            Ok(())
+        }
+    }
+}
+
+fn config_names(nodes: &[weft_proto::config::NodeInfo]) -> impl Fn(NodeId) -> String + '_ {
+    move |id| {
+        nodes
+            .iter()
+            .find(|n| n.id == id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    }
+}
+
+fn members_named(s: &ShardInfo, name: impl Fn(NodeId) -> String) -> String {
+    s.members()
+        .into_iter()
+        .map(name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use weft_proto::config::{FsInfo, NodeInfo, Roles, FORMAT_VERSION};
+    use weft_proto::types::Timespec;
+
+    use super::*;
+
+    fn config() -> ClusterConfig {
+        let node = |id: NodeId, meta: bool| NodeInfo {
+            id,
+            name: format!("n{id}"),
+            addr: format!("10.0.0.{id}:1191"),
+            roles: Roles {
+                quorum: id == 1,
+                meta,
+                nsd: true,
+            },
+        };
+        let shard = |id: ShardId| ShardInfo {
+            id,
+            node: 1,
+            replicas: vec![1, 2],
+            witness: Some(3),
+            moving: None,
+        };
+        ClusterConfig {
+            format_version: FORMAT_VERSION,
+            epoch: 1,
+            cluster_id: "c".into(),
+            name: "c1".into(),
+            nodes: vec![
+                node(1, true),
+                node(2, true),
+                node(3, true),
+                node(4, true),
+                node(5, false),
+            ],
+            nsds: vec![],
+            filesystems: vec![FsInfo {
+                id: 1,
+                name: "fs1".into(),
+                block_size: 1 << 22,
+                subblock_size: 1 << 13,
+                inode_size: 4096,
+                default_meta_replicas: 2,
+                max_meta_replicas: 3,
+                default_data_replicas: 1,
+                max_data_replicas: 3,
+                allocation: "cluster".into(),
+                created: Timespec::default(),
+                format_version: FORMAT_VERSION,
+                max_inodes: 1 << 20,
+                data_in_inode: true,
+                shards: vec![shard(0), shard(1), ShardInfo::single(2, 1)],
+                chain_tables: vec![],
+                spares: vec![],
+            }],
+        }
+    }
+
+    fn step(
+        c: &mut ClusterConfig,
+        shard: ShardId,
+        from: NodeId,
+        to: NodeId,
+        s: MoveStep,
+    ) -> Result<(), String> {
+        move_shard(c, "fs1", shard, from, to, s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_replica_hands_its_place_over_in_two_steps() {
+        let mut c = config();
+        step(&mut c, 0, 1, 4, MoveStep::Begin).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert_eq!(s.moving, Some(ShardMove { from: 1, to: 4 }));
+        assert!(s.placed_on(4) && s.placed_on(1));
+        assert!(!s.witnessed_by(4));
+        // Begun twice: nothing more; another move of the shard waits.
+        step(&mut c, 0, 1, 4, MoveStep::Begin).unwrap();
+        assert!(step(&mut c, 0, 2, 4, MoveStep::Begin)
+            .unwrap_err()
+            .contains("already moving"));
+        step(&mut c, 0, 1, 4, MoveStep::Finish).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert_eq!(s.replicas, vec![4, 2]);
+        assert_eq!(s.node, 4);
+        assert_eq!(s.moving, None);
+        assert!(!s.placed_on(1));
+        // Finished twice: nothing more.
+        step(&mut c, 0, 1, 4, MoveStep::Finish).unwrap();
+        assert_eq!(c.filesystems[0].shards[0].replicas, vec![4, 2]);
+    }
+
+    #[test]
+    fn the_witness_moves_as_a_witness() {
+        let mut c = config();
+        step(&mut c, 1, 3, 4, MoveStep::Begin).unwrap();
+        assert!(c.filesystems[0].shards[1].witnessed_by(4));
+        step(&mut c, 1, 3, 4, MoveStep::Finish).unwrap();
+        let s = &c.filesystems[0].shards[1];
+        assert_eq!((s.replicas.clone(), s.witness), (vec![1, 2], Some(4)));
+    }
+
+    #[test]
+    fn moves_that_make_no_sense_are_refused_by_name() {
+        let mut c = config();
+        let before = c.clone();
+        let e = |c: &mut ClusterConfig, shard, from, to| {
+            step(c, shard, from, to, MoveStep::Begin).unwrap_err()
+        };
+        assert!(e(&mut c, 2, 1, 4).contains("one copy"));
+        assert!(e(&mut c, 0, 4, 3).contains("n4 holds no copy"));
+        assert!(e(&mut c, 0, 1, 2).contains("already holds a copy"));
+        assert!(e(&mut c, 0, 1, 5).contains("meta role"));
+        assert!(e(&mut c, 0, 1, 9).contains("not in the cluster"));
+        assert!(e(&mut c, 7, 1, 4).contains("no shard 7"));
+        assert!(move_shard(&mut c, "nope", 0, 1, 4, MoveStep::Begin).is_err());
+        assert!(step(&mut c, 0, 1, 4, MoveStep::Finish)
+            .unwrap_err()
+            .contains("not moving"));
+        assert_eq!(c, before);
+    }
+}

@@ -1,0 +1,175 @@
+//! `weft meta move FS SHARD --from NODE --to NODE`: one member of a
+//! replicated shard's Raft group hands its place to another meta node,
+//! while the shard serves (see `docs/metadata.md`, "Moving a shard"):
+//!
+//! 1. the cluster manager records the move; the joining node's daemon
+//!    opens an empty copy of the shard;
+//! 2. the shard's leader makes it a learner and sends it the shard (a
+//!    snapshot, then the log) until it has caught up;
+//! 3. the leader changes the group's voters: the joining node in, the
+//!    leaving one out (a joint configuration, then the new one);
+//! 4. the cluster manager puts the joining node in the leaving one's place;
+//!    the leaving node's daemon stops its copy and deletes it.
+//!
+//! Every step may be done twice, so a move that stopped (the command
+//! killed, a leader lost) is finished by running the command again.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use weft_proto::config::ClusterConfig;
+use weft_proto::msg::{ConfigChange, MoveStep};
+use weft_proto::types::NodeId;
+use weft_proto::{ErrorKind, MetaRequest, Response};
+
+use super::meta::call;
+use super::restripe::change;
+use crate::admin;
+use crate::Target;
+
+#[derive(clap::Args)]
+pub struct MetaMoveArgs {
+    /// File system name.
+    name: String,
+    /// Shard number, as `weft meta list` shows it.
+    shard: u16,
+    /// The member that leaves the shard's group (replica or witness): a
+    /// node name, address or id. It may be down.
+    #[arg(long)]
+    from: String,
+    /// The meta node that takes its place; it must hold no copy of the
+    /// shard.
+    #[arg(long)]
+    to: String,
+    /// Give up (leaving the move to be finished by running the command
+    /// again) after this many seconds.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// A node given by name, address or id.
+fn node_id(cfg: &ClusterConfig, given: &str) -> Result<NodeId> {
+    cfg.nodes
+        .iter()
+        .find(|n| n.name == given || n.addr == given || n.id.to_string() == given)
+        .map(|n| n.id)
+        .with_context(|| {
+            format!(
+                "no node {given} in the cluster (nodes: {})",
+                cfg.nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+pub fn run(args: MetaMoveArgs) -> Result<()> {
+    let rt = admin::runtime()?;
+    rt.block_on(async {
+        let (cluster, _client) = admin::client(&args.target, &args.name).await?;
+        let cfg = cluster.refresh().await?;
+        let from = node_id(&cfg, &args.from)?;
+        let to = node_id(&cfg, &args.to)?;
+        let name_of = |id: NodeId| {
+            cfg.node(id)
+                .map(|n| n.name.clone())
+                .unwrap_or_else(|| format!("node {id}"))
+        };
+        let (from_name, to_name) = (name_of(from), name_of(to));
+        let to_addr = cfg.node(to).map(|n| n.addr.clone()).unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(args.timeout);
+        let step = |step| ConfigChange::MoveShard {
+            fs: args.name.clone(),
+            shard: args.shard,
+            from,
+            to,
+            step,
+        };
+
+        // 1. The joining node opens the shard.
+        let cfg = change(&cluster, step(MoveStep::Begin)).await?;
+        cluster.offer_config(&cfg);
+        let Some(fs) = cfg
+            .filesystems
+            .iter()
+            .find(|f| f.name == args.name)
+            .cloned()
+        else {
+            bail!("file system {} is gone", args.name);
+        };
+        let Some(s) = fs.shards.iter().find(|s| s.id == args.shard).cloned() else {
+            bail!("{} has no shard {}", args.name, args.shard);
+        };
+        println!(
+            "weft: shard {} of {}: {to_name} joins as a learner, then takes {from_name}'s place",
+            s.id, fs.name
+        );
+
+        // 2. The leader sends it the shard until it has caught up.
+        loop {
+            let add = MetaRequest::AddLearner {
+                member: u64::from(to),
+                addr: to_addr.clone(),
+            };
+            match call(&cluster, &fs, s.id, add).await? {
+                Response::Replica(_) => break,
+                Response::Error(e) if e.kind.is_retryable() || e.kind == ErrorKind::Busy => {
+                    if Instant::now() >= deadline {
+                        bail!(
+                            "{to_name} has not caught up with shard {} within {} s ({}); \
+                             run the command again to go on",
+                            s.id,
+                            args.timeout,
+                            e.message
+                        );
+                    }
+                    println!("weft: {}", e.message);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Response::Error(e) => bail!("shard {}: {}", s.id, e.message),
+                other => bail!("shard {} answered {other:?}", s.id),
+            }
+        }
+        println!("weft: {to_name} has the whole shard");
+
+        // 3. The group's voters change.
+        let voters: Vec<u64> = s
+            .members()
+            .into_iter()
+            .map(|m| if m == from { to } else { m })
+            .map(u64::from)
+            .collect();
+        loop {
+            let set = MetaRequest::SetVoters {
+                voters: voters.clone(),
+            };
+            match call(&cluster, &fs, s.id, set).await? {
+                Response::Replica(_) => break,
+                Response::Error(e) if e.kind.is_retryable() && Instant::now() < deadline => {
+                    println!("weft: {}", e.message);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Response::Error(e) => bail!(
+                    "shard {}: changing its members: {}; run the command again to go on",
+                    s.id,
+                    e.message
+                ),
+                other => bail!("shard {} answered {other:?}", s.id),
+            }
+        }
+
+        // 4. The configuration follows.
+        let cfg = change(&cluster, step(MoveStep::Finish)).await?;
+        cluster.offer_config(&cfg);
+        println!(
+            "weft: shard {} of {} moved from {from_name} to {to_name}; \
+             {from_name} deletes its copy when its node learns of the change",
+            s.id, fs.name
+        );
+        Ok(())
+    })
+}
