@@ -7,7 +7,9 @@
 //!   [`crate::txn`]). Once a majority of the replicas has the entry in its
 //!   log, every replica applies it ([`machine`]), and the leader answers.
 //!   One transaction at a time per shard, from its start until its entry is
-//!   applied. Cross-shard transactions are unchanged above this: their
+//!   handed to the group; the next one starts from the changes of the
+//!   entries still in flight ([`ShardGroup::catch_up`]), so transactions
+//!   overlap their replication. Cross-shard transactions are unchanged above this: their
 //!   intents and decisions are records of the shards' tables, so they are
 //!   replicated with them and a new leader continues them.
 //! - **Reads** are served by the leader alone, once it has applied an entry
@@ -16,8 +18,10 @@
 //! - **Taking over.** A replica that starts leading holds again the keys of
 //!   the intents in its tables, and takes the byte-range locks of its
 //!   `locks` table, before it serves ([`locks`]).
-//! - **Log and snapshots.** The log lives in the shard's database (tables
-//!   `raft_log`, `raft_meta`, [`weft_raft::LogStore`]); every 10,000 entries
+//! - **Log and snapshots.** The log and vote live beside the shard's
+//!   database (`<shard>.redb.log`, [`weft_raft::LogStore`]; a log an older
+//!   release kept inside the shard's database moves there once), so appends
+//!   do not wait for the shard's write transactions; every 10,000 entries
 //!   the state machine writes a snapshot file (`<shard>.redb.snap`, streamed,
 //!   [`snapshot`]) and the log before it is dropped, keeping the last 1,000.
 //!   A replica that fell behind the dropped log receives the snapshot.
@@ -106,6 +110,15 @@ impl Default for ReplicaTiming {
     }
 }
 
+/// Where a replica keeps its Raft log and vote: beside the shard's
+/// database (`<shard>.redb.log`), so that appends do not wait for the
+/// shard's own write transactions.
+pub fn replica_log_path(shard: &std::path::Path) -> PathBuf {
+    let mut p = shard.to_owned().into_os_string();
+    p.push(".log");
+    PathBuf::from(p)
+}
+
 /// Who leads a shard as one replica sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardLeadership {
@@ -133,6 +146,27 @@ pub struct ShardGroup {
     /// Serialises taking over.
     take_over: std::sync::Mutex<()>,
     witness: bool,
+    /// Changes this leader proposed that are not known applied yet.
+    pending: std::sync::Mutex<Pending>,
+}
+
+/// The entries a leader has in flight (see [`ShardGroup::submit`]): the
+/// next transaction starts from them, so it need not wait for their
+/// replication. `broken` after an entry whose outcome is unknown (it
+/// failed or timed out, and may still commit): the next transaction first
+/// waits for a barrier entry, after which the applied records hold every
+/// entry before it and nothing is pending.
+#[derive(Default)]
+struct Pending {
+    entries: Vec<(u64, Arc<Vec<Change>>)>,
+    next: u64,
+    broken: bool,
+}
+
+/// A change handed to the group, to be waited for with [`ShardGroup::wait`].
+pub(crate) struct Submitted {
+    seq: u64,
+    rx: <openraft::raft::responder::OneshotResponder<ShardRaft> as openraft::raft::responder::Responder<ShardRaft>>::Receiver,
 }
 
 fn failed(e: impl std::fmt::Display) -> MetaError {
@@ -157,7 +191,15 @@ impl ShardGroup {
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
         let slower = if witness { 2 } else { 1 };
-        let logs = weft_raft::LogStore::<ShardRaft>::new(db);
+        let logdb =
+            Arc::new(redb::Database::create(replica_log_path(server.path())).map_err(failed)?);
+        if weft_raft::adopt_log(&db, &logdb).map_err(failed)? {
+            tracing::info!(
+                shard = server.spec().shard,
+                "moved the shard's Raft log to a file of its own"
+            );
+        }
+        let logs = weft_raft::LogStore::<ShardRaft>::new(logdb);
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,
@@ -180,6 +222,7 @@ impl ShardGroup {
             ready_term: AtomicU64::new(0),
             take_over: std::sync::Mutex::new(()),
             witness,
+            pending: std::sync::Mutex::new(Pending::default()),
         });
         server.set_replica(group.clone());
         if witness {
@@ -337,6 +380,7 @@ impl ShardGroup {
                     });
                 }
                 server.held.reset();
+                *self.pending() = Pending::default();
                 server.recover_intents()?;
                 self.seed_if_new(server)?;
                 server.reload_locks()?;
@@ -381,6 +425,98 @@ impl ShardGroup {
     /// here (from a thread that may block).
     pub(crate) fn propose(&self, changes: Vec<Change>) -> Result<(), OpError> {
         block(&self.rt, self.write(Changes(changes)))
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        match self.pending.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Brings a new transaction `txn` (under the shard's writer) up to the
+    /// entries in flight: their changes are made in it first, in order, so
+    /// it reads what they wrote. After an entry whose outcome is unknown it
+    /// first waits for a barrier entry instead.
+    pub(crate) fn catch_up(&self, txn: &redb::WriteTransaction) -> Result<(), OpError> {
+        let entries: Vec<Arc<Vec<Change>>> = {
+            let p = self.pending();
+            p.entries.iter().map(|(_, c)| c.clone()).collect()
+        };
+        for changes in entries {
+            crate::txn::apply_changes(txn, &changes)?;
+        }
+        Ok(())
+    }
+
+    /// Whether a barrier must come before the next transaction (see
+    /// [`Pending`]); waits for it when so. Call before opening the
+    /// transaction: the barrier's apply needs the database's writer.
+    pub(crate) fn settle(&self) -> Result<(), OpError> {
+        if !self.pending().broken {
+            return Ok(());
+        }
+        self.propose(Vec::new())?;
+        *self.pending() = Pending::default();
+        Ok(())
+    }
+
+    /// Hands `changes` to the group as the next entry and returns at once
+    /// (the entry is ordered now: call under the shard's writer); the
+    /// next transaction may start before it is replicated.
+    pub(crate) fn submit(&self, changes: Vec<Change>) -> Result<Submitted, OpError> {
+        let changes = Arc::new(changes);
+        let seq = {
+            let mut p = self.pending();
+            p.next += 1;
+            let seq = p.next;
+            p.entries.push((seq, changes.clone()));
+            seq
+        };
+        let sent = block(
+            &self.rt,
+            self.raft.client_write_ff(Changes((*changes).clone())),
+        );
+        match sent {
+            Ok(rx) => Ok(Submitted { seq, rx }),
+            Err(e) => {
+                self.pending().broken = true;
+                Err(OpError::Replication {
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Waits until a submitted entry is applied here.
+    pub(crate) fn wait(&self, s: Submitted) -> Result<(), OpError> {
+        let waited = block(&self.rt, async {
+            tokio::time::timeout(Duration::from_millis(self.timing.commit_timeout_ms), s.rx).await
+        });
+        let res = match waited {
+            Ok(Ok(Ok(_))) => Ok(()),
+            Ok(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => Err(OpError::NotLeader {
+                what: match f.leader_node {
+                    Some(n) => format!("this replica no longer leads the shard; {} does", n.addr),
+                    None => "this replica no longer leads the shard; try again".into(),
+                },
+            }),
+            Ok(Ok(Err(e))) => Err(OpError::Replication {
+                reason: e.to_string(),
+            }),
+            Ok(Err(_)) => Err(OpError::Replication {
+                reason: "the shard's Raft stopped".into(),
+            }),
+            Err(_) => Err(OpError::NoMajority {
+                waited_ms: self.timing.commit_timeout_ms,
+            }),
+        };
+        let mut p = self.pending();
+        match res {
+            Ok(()) => p.entries.retain(|(seq, _)| *seq != s.seq),
+            Err(_) => p.broken = true,
+        }
+        res
     }
 
     /// Makes `member` (at `addr`) a learner and waits, up to `wait`, until

@@ -7,9 +7,12 @@
 //! the local redb file. On a replicated shard ([`crate::replica`]) it does
 //! not: its final values of the keys it wrote become one Raft log entry
 //! ([`Change`]s), the transaction is dropped, and every replica — the leader
-//! too — makes the changes when the entry commits. A replicated shard admits
-//! one such transaction at a time (from its start to its entry being
-//! applied), so each one reads what the ones before it wrote.
+//! too — makes the changes when the entry commits. A replicated shard runs
+//! one such transaction at a time, from its start until its entry is handed
+//! to the group; the next one starts from the changes of the entries still
+//! in flight (`ShardGroup::catch_up`), so each reads what the ones before it
+//! wrote without waiting for their replication. The caller's answer waits
+//! until its entry is applied.
 
 use std::sync::MutexGuard;
 
@@ -55,7 +58,8 @@ pub(crate) struct ShardTxn<'s> {
     pub txn: WriteTransaction,
     pub written: Written,
     server: &'s MetaServer,
-    /// A replicated shard's writer, held until the entry is applied.
+    /// A replicated shard's writer, held until the entry is handed to the
+    /// group.
     _writer: Option<MutexGuard<'s, ()>>,
 }
 
@@ -69,16 +73,23 @@ impl MetaServer {
                 shard: self.spec().shard,
             });
         }
-        let writer = self.replica().map(|_| match self.writer.lock() {
+        let group = self.replica();
+        let writer = group.as_ref().map(|_| match self.writer.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         });
+        if let Some(g) = &group {
+            g.settle()?;
+        }
         let mut txn = self.db.begin_write()?;
         txn.set_durability(if durable {
             Durability::Immediate
         } else {
             Durability::None
         })?;
+        if let Some(g) = &group {
+            g.catch_up(&txn)?;
+        }
         Ok(ShardTxn {
             txn,
             written: Written::default(),
@@ -99,12 +110,23 @@ impl ShardTxn<'_> {
                 Ok(self.written)
             }
             Some(group) => {
-                let changes = capture(&self.txn, &self.written)?;
-                self.txn.abort()?;
-                if !changes.is_empty() {
-                    group.propose(changes)?;
+                let ShardTxn {
+                    txn,
+                    written,
+                    _writer,
+                    ..
+                } = self;
+                let changes = capture(&txn, &written)?;
+                txn.abort()?;
+                if changes.is_empty() {
+                    return Ok(written);
                 }
-                Ok(self.written)
+                let submitted = group.submit(changes)?;
+                // The next transaction starts from this one's changes
+                // while they are replicated.
+                drop(_writer);
+                group.wait(submitted)?;
+                Ok(written)
             }
         }
     }

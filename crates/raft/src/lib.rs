@@ -20,7 +20,9 @@ mod network;
 use openraft::{BasicNode, Raft, RaftTypeConfig};
 use weft_proto::msg::RaftKind;
 
-pub use log::{decode, encode, get_meta, put_meta, read_err, write_err, LogStore, LOG, META};
+pub use log::{
+    adopt_log, decode, encode, get_meta, put_meta, read_err, write_err, LogStore, LOG, META,
+};
 pub use network::{
     decode_msg, encode_msg, BoxFuture, CodecError, Network, RaftTransport, TransportError,
 };

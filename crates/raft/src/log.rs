@@ -2,6 +2,13 @@
 //! append and every vote is durable (fsync'ed) before Raft is told so. The
 //! store is generic over the group's type configuration; the quorum keeps it
 //! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
+//!
+//! Appends commit at once but without an fsync; a flusher thread per store
+//! then makes every append that came meanwhile durable with one fsync (a
+//! durable commit) and only then tells Raft they are flushed, in order. So
+//! appends that arrive together share an fsync, and nothing is reported
+//! flushed before it is on disk (a crash loses only appends Raft was never
+//! told of).
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -67,26 +74,111 @@ pub fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), Storag
     txn.commit().map_err(write_err)
 }
 
-pub struct LogStore<C> {
-    db: Arc<Database>,
-    _group: std::marker::PhantomData<fn() -> C>,
+const FLUSHED: &str = "flushed";
+
+/// Moves the log kept in `from` (where an older release kept a shard's log:
+/// in the shard's own database) into `to`, once: its entries, vote, commit
+/// point and purge point, in one durable transaction, then drops them from
+/// `from`. Does nothing when `to` has a vote or entries already, or `from`
+/// has neither. Returns whether it moved anything.
+pub fn adopt_log(from: &Database, to: &Database) -> Result<bool, StorageError> {
+    let has_any = |db: &Database| -> Result<bool, StorageError> {
+        let txn = db.begin_read().map_err(read_err)?;
+        let entries = match txn.open_table(LOG) {
+            Ok(t) => t.first().map_err(read_err)?.is_some(),
+            Err(redb::TableError::TableDoesNotExist(_)) => false,
+            Err(e) => return Err(read_err(e)),
+        };
+        let vote = match txn.open_table(META) {
+            Ok(t) => t.get(VOTE).map_err(read_err)?.is_some(),
+            Err(redb::TableError::TableDoesNotExist(_)) => false,
+            Err(e) => return Err(read_err(e)),
+        };
+        Ok(entries || vote)
+    };
+    if has_any(to)? || !has_any(from)? {
+        return Ok(false);
+    }
+    let src = from.begin_read().map_err(read_err)?;
+    let mut dst = to.begin_write().map_err(write_err)?;
+    dst.set_durability(Durability::Immediate)
+        .map_err(write_err)?;
+    {
+        let mut log = dst.open_table(LOG).map_err(write_err)?;
+        if let Ok(t) = src.open_table(LOG) {
+            for item in t.iter().map_err(read_err)? {
+                let (k, v) = item.map_err(read_err)?;
+                log.insert(k.value(), v.value()).map_err(write_err)?;
+            }
+        }
+        let mut meta = dst.open_table(META).map_err(write_err)?;
+        if let Ok(t) = src.open_table(META) {
+            for key in [VOTE, COMMITTED, PURGED] {
+                if let Some(v) = t.get(key).map_err(read_err)? {
+                    meta.insert(key, v.value()).map_err(write_err)?;
+                }
+            }
+        }
+    }
+    dst.commit().map_err(write_err)?;
+    drop(src);
+    let mut txn = from.begin_write().map_err(write_err)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(write_err)?;
+    txn.delete_table(LOG).map_err(write_err)?;
+    {
+        let mut meta = txn.open_table(META).map_err(write_err)?;
+        for key in [VOTE, COMMITTED, PURGED] {
+            meta.remove(key).map_err(write_err)?;
+        }
+    }
+    txn.commit().map_err(write_err)?;
+    Ok(true)
 }
 
-impl<C> Clone for LogStore<C> {
+pub struct LogStore<C: Group> {
+    db: Arc<Database>,
+    /// Appends waiting for the flusher's fsync.
+    flush: std::sync::mpsc::Sender<LogFlushed<C>>,
+}
+
+impl<C: Group> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
             db: self.db.clone(),
-            _group: std::marker::PhantomData,
+            flush: self.flush.clone(),
+        }
+    }
+}
+
+/// Makes the appends queued on `rx` durable, a batch per fsync, and tells
+/// Raft; ends when every store handle is gone.
+fn flusher<C: Group>(db: Arc<Database>, rx: std::sync::mpsc::Receiver<LogFlushed<C>>) {
+    let mut round = 0u64;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter());
+        round += 1;
+        let done = put_meta(&db, &[(FLUSHED, round.to_le_bytes().to_vec())]);
+        let failed = done.as_ref().err().map(|e| e.to_string());
+        for cb in batch {
+            cb.log_io_completed(match &failed {
+                None => Ok(()),
+                Some(why) => Err(std::io::Error::other(why.clone())),
+            });
         }
     }
 }
 
 impl<C: Group> LogStore<C> {
     pub fn new(db: Arc<Database>) -> Self {
-        LogStore {
-            db,
-            _group: std::marker::PhantomData,
-        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let for_flusher = db.clone();
+        std::thread::Builder::new()
+            .name("raft-log-flush".into())
+            .spawn(move || flusher::<C>(for_flusher, rx))
+            .ok();
+        LogStore { db, flush: tx }
     }
 
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
@@ -179,8 +271,8 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         I::IntoIter: OptionalSend,
     {
         let mut txn = self.db.begin_write().map_err(write_err)?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(write_err)?;
+        // Durable with the flusher's next fsync, before Raft hears of it.
+        txn.set_durability(Durability::None).map_err(write_err)?;
         {
             let mut table = txn.open_table(LOG).map_err(write_err)?;
             for e in entries {
@@ -190,13 +282,20 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
                     .map_err(write_err)?;
             }
         }
-        let done = txn.commit().map_err(std::io::Error::other);
-        let failed = done.as_ref().err().map(|e| e.to_string());
-        callback.log_io_completed(done);
-        match failed {
-            None => Ok(()),
-            Some(why) => Err(write_err(std::io::Error::other(why))),
+        txn.commit().map_err(write_err)?;
+        if let Err(unsent) = self.flush.send(callback) {
+            // No flusher (its thread could not start): fsync here.
+            let done = put_meta(&self.db, &[(FLUSHED, 0u64.to_le_bytes().to_vec())]);
+            let failed = done.as_ref().err().map(|e| e.to_string());
+            unsent.0.log_io_completed(match &failed {
+                None => Ok(()),
+                Some(why) => Err(std::io::Error::other(why.clone())),
+            });
+            if let Some(why) = failed {
+                return Err(write_err(std::io::Error::other(why)));
+            }
         }
+        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -206,5 +305,50 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         put_meta(&self.db, &[(PURGED, encode(&log_id)?)])?;
         self.remove(0, log_id.index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_log_kept_with_the_records_moves_to_its_own_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Database::create(dir.path().join("shard.redb")).unwrap();
+        let new = Database::create(dir.path().join("shard.redb.log")).unwrap();
+        assert!(!adopt_log(&old, &new).unwrap(), "nothing to move");
+        let txn = old.begin_write().unwrap();
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            log.insert(3, b"three".as_slice()).unwrap();
+            log.insert(4, b"four".as_slice()).unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert(VOTE, b"v".as_slice()).unwrap();
+            meta.insert(PURGED, b"p".as_slice()).unwrap();
+            meta.insert("sm_applied", b"a".as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+        assert!(adopt_log(&old, &new).unwrap());
+        let r = new.begin_read().unwrap();
+        let log = r.open_table(LOG).unwrap();
+        assert_eq!(log.get(4).unwrap().unwrap().value(), b"four");
+        assert_eq!(log.iter().unwrap().count(), 2);
+        let meta = r.open_table(META).unwrap();
+        assert_eq!(meta.get(VOTE).unwrap().unwrap().value(), b"v");
+        assert_eq!(meta.get(PURGED).unwrap().unwrap().value(), b"p");
+        assert!(
+            meta.get("sm_applied").unwrap().is_none(),
+            "the state machine's own records stay"
+        );
+        let r = old.begin_read().unwrap();
+        assert!(r.open_table(LOG).is_err());
+        let meta = r.open_table(META).unwrap();
+        assert!(meta.get(VOTE).unwrap().is_none());
+        assert_eq!(meta.get("sm_applied").unwrap().unwrap().value(), b"a");
+        // Once moved, never again.
+        assert!(!adopt_log(&old, &new).unwrap());
     }
 }
