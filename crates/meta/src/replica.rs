@@ -380,7 +380,14 @@ impl ShardGroup {
                     });
                 }
                 server.held.reset();
-                *self.pending() = Pending::default();
+                {
+                    // Everything of earlier terms is applied (or gone) by
+                    // now. Numbers go on: a late waiter of an earlier term
+                    // must not take a new entry for its own.
+                    let mut p = self.pending();
+                    p.entries.clear();
+                    p.broken = false;
+                }
                 server.recover_intents()?;
                 self.seed_if_new(server)?;
                 server.reload_locks()?;
@@ -457,7 +464,9 @@ impl ShardGroup {
             return Ok(());
         }
         self.propose(Vec::new())?;
-        *self.pending() = Pending::default();
+        let mut p = self.pending();
+        p.entries.clear();
+        p.broken = false;
         Ok(())
     }
 

@@ -1,7 +1,9 @@
 //! `weft up --nodes 3`: three node processes on this machine form a
 //! cluster, mount fs0, show in `weft node list`; a node killed with SIGKILL
 //! shows down; SIGTERM stops every node and unmounts; a second start finds
-//! the files again.
+//! the files again. With `-m 2`, every shard has two replicas and a witness
+//! over the three nodes, and killing a node that leads shards leaves every
+//! file and directory reachable, and creates going on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -51,6 +53,10 @@ impl Drop for Up {
 }
 
 fn up(root: &Path, port: u16) -> Up {
+    up_with(root, port, &[])
+}
+
+fn up_with(root: &Path, port: u16, extra: &[&str]) -> Up {
     let log =
         std::fs::File::create(root.join(format!("up-{}.log", Instant::now().elapsed().as_nanos())))
             .unwrap();
@@ -66,6 +72,7 @@ fn up(root: &Path, port: u16) -> Up {
             "--http",
             "127.0.0.1:0",
         ])
+        .args(extra)
         .arg("--data")
         .arg(root.join("data"))
         .arg("--mount")
@@ -131,6 +138,92 @@ fn three_local_nodes_mount_show_a_dead_node_and_stop_cleanly() {
     let _second = up(root, port);
     wait("the mount again", Duration::from_secs(90), || mounted(&mnt));
     assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"across restarts");
+}
+
+fn weft(data: &Path, args: &[&str]) -> String {
+    let o = Command::new(WEFT)
+        .args(args)
+        .arg("--data")
+        .arg(data.join("node1"))
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
+    let td = tempfile::tempdir().unwrap();
+    let root = td.path();
+    let data = root.join("data");
+    let mnt = root.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // Apart from the other test's ports (both may run at once).
+    let port = 20000 + ((std::process::id() + 7) % 20000) as u16;
+    let _up = up_with(root, port, &["-m", "2"]);
+    wait("the mount", Duration::from_secs(90), || mounted(&mnt));
+    let served = |list: &str| list.lines().filter(|l| l.contains(" serving ")).count();
+    let mut list = String::new();
+    wait("every shard led", Duration::from_secs(60), || {
+        list = weft(&data, &["meta", "list", "fs0"]);
+        served(&list) == 3
+    });
+    // Two replicas and a witness per shard, over the three nodes.
+    assert_eq!(list.matches("(witness)").count(), 3, "{list}");
+    // Small files (their bytes live in the metadata) in directories that
+    // spread over the shards.
+    for d in 0..6 {
+        std::fs::create_dir(mnt.join(format!("d{d}"))).unwrap();
+        for f in 0..5 {
+            std::fs::write(mnt.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
+        }
+    }
+    // Kill a node other than node1 (whose daemon holds the mount) that
+    // leads a shard.
+    let victim = (2..=3)
+        .find(|k| {
+            list.lines()
+                .any(|l| l.split_whitespace().nth(2) == Some(&format!("node{k}")))
+        })
+        .unwrap_or(2);
+    let run = std::fs::read_to_string(data.join(format!("node{victim}/run/weft.addr"))).unwrap();
+    let pid: i32 = run.lines().nth(1).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) on a node process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    wait(
+        "every shard led by a live node",
+        Duration::from_secs(60),
+        || {
+            let l = weft(&data, &["meta", "list", "fs0"]);
+            served(&l) + l.matches(" degraded ").count() == 3
+                && !l
+                    .lines()
+                    .any(|r| r.split_whitespace().nth(2) == Some(&format!("node{victim}")))
+        },
+    );
+    for d in 0..6 {
+        for f in 0..5 {
+            let p = mnt.join(format!("d{d}/f{f}"));
+            assert_eq!(
+                std::fs::read_to_string(&p).unwrap(),
+                format!("{d}/{f}"),
+                "{}",
+                p.display()
+            );
+        }
+        std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
+        assert_eq!(
+            std::fs::read_dir(mnt.join(format!("d{d}")))
+                .unwrap()
+                .count(),
+            6
+        );
+    }
 }
 
 /// The body of `GET path` from `addr`.

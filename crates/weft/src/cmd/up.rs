@@ -59,6 +59,13 @@ pub struct UpArgs {
     /// cores. Default 1 (one per node with --nodes).
     #[arg(long)]
     meta_shards: Option<u16>,
+    /// Metadata replicas of a new cluster made with --nodes (1..=3, at most
+    /// the number of nodes), like `weft fs create -m`: each shard is a Raft
+    /// group on that many nodes (with 2 on three or more nodes, a third
+    /// node is its witness), so a node may die without stopping metadata.
+    /// Every node then runs the meta role. Default 1.
+    #[arg(short = 'm', long = "meta-replicas")]
+    meta_replicas: Option<u8>,
     /// Address the node listens on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: String,
@@ -303,6 +310,13 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
     if checked.over_tcp {
         bail!("--mount-over-tcp applies to the one-process cluster; with --nodes every request already crosses TCP");
     }
+    let meta_replicas = args.meta_replicas.unwrap_or(1);
+    if meta_replicas == 0 || meta_replicas > 3 || u32::from(meta_replicas) > nodes {
+        bail!(
+            "-m {meta_replicas} is out of range: give 1 to {} (at most 3, and at most --nodes {nodes}: replicas go on distinct nodes)",
+            nodes.min(3)
+        );
+    }
     let port = match args
         .listen
         .rsplit_once(':')
@@ -317,6 +331,7 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
         mount: checked.mount,
         block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
         meta_shards: checked.meta_shards,
+        meta_replicas: args.meta_replicas,
         pagepool: checked.pagepool,
         failure_detection_time: checked.lock_lease_ms / 1000,
         port,
@@ -330,6 +345,12 @@ pub fn run(args: UpArgs) -> Result<()> {
     let existing = super::up_nodes::existing_nodes(&dir.root);
     if args.nodes.is_some_and(|n| n > 1) || existing > 0 {
         return run_nodes(&args, checked, &dir, existing);
+    }
+    if args.meta_replicas.is_some_and(|m| m > 1) {
+        bail!(
+            "-m {} needs several nodes (replicas go on distinct nodes): add --nodes 3",
+            args.meta_replicas.unwrap_or(1)
+        );
     }
     let created = match dir.state()? {
         DirState::Foreign(why) => bail!("{why}"),

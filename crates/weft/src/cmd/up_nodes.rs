@@ -3,7 +3,9 @@
 //! laptop. Each node is a real `weft` process with its own data directory
 //! (`DATA/nodeK`), loopback address (`127.0.0.K`) and one directory NSD
 //! (`DATA/nodeK-nsd`, failure group K); quorum runs on the first min(N, 3)
-//! nodes, the metadata shards on node1. The first start creates the cluster
+//! nodes, the metadata shards on node1 (with `-m 2|3`, every node runs the
+//! meta role and each shard is a Raft group over that many of them). The
+//! first start creates the cluster
 //! with `cluster init` / `node join`, the NSDs and file system fs0; later
 //! starts run `node run` for each node. fs0 is mounted by node1's daemon.
 //! Ctrl-C or SIGTERM unmounts and stops every node.
@@ -32,6 +34,8 @@ pub struct NodesPlan {
     pub block_size: u32,
     /// Metadata shards of the new file system (default: one per node).
     pub meta_shards: Option<u16>,
+    /// Metadata replicas of the new file system (`-m`; default 1).
+    pub meta_replicas: Option<u8>,
     pub pagepool: u64,
     pub failure_detection_time: u64,
     pub port: u16,
@@ -138,7 +142,11 @@ fn retry(what: &str, mut f: impl FnMut() -> Result<()>) -> Result<()> {
 
 fn node_args(plan: &NodesPlan, k: u32) -> Vec<String> {
     let quorum = if k <= 3 { "quorum," } else { "" };
-    let meta = if k == 1 { "meta," } else { "" };
+    let meta = if k == 1 || plan.meta_replicas.unwrap_or(1) > 1 {
+        "meta,"
+    } else {
+        ""
+    };
     vec![
         "--data".into(),
         node_dir(&plan.data, k).display().to_string(),
@@ -172,6 +180,12 @@ pub fn run(plan: NodesPlan) -> Result<()> {
     if !fresh && have != plan.nodes {
         bail!(
             "{} holds a cluster of {have} nodes: give --nodes {have} (a cluster grows with `weft node join`)",
+            plan.data.display()
+        );
+    }
+    if !fresh && plan.meta_replicas.is_some() {
+        eprintln!(
+            "weft: warning: -m applies to a new cluster; {} keeps the metadata replicas it was made with",
             plan.data.display()
         );
     }
@@ -253,8 +267,8 @@ pub fn run(plan: NodesPlan) -> Result<()> {
             name: DEFAULT_FS.into(),
             file: stanza,
             block_size: show_size(u64::from(plan.block_size)),
-            meta_replicas: 1,
-            max_meta_replicas: 2,
+            meta_replicas: plan.meta_replicas.unwrap_or(1),
+            max_meta_replicas: 3,
             data_replicas: 1,
             max_data_replicas: 2,
             chains: None,
