@@ -42,6 +42,10 @@ pub struct Node {
     pub chain: RwLock<Option<(Arc<Forwarder>, tokio::runtime::Handle)>>,
     /// The tokens clients hold on the records of this node's shards.
     pub tokens: Arc<Tokens>,
+    /// The node runs the nsd role: until it has opened its NSDs, NSD
+    /// requests are told to come back (`NotServing`), not that the role is
+    /// missing (which would take the disk down).
+    pub nsd_role: std::sync::atomic::AtomicBool,
 }
 
 fn no_service(role: &str) -> (Response, Bytes) {
@@ -63,6 +67,7 @@ impl Node {
             tokens: Arc::new(Tokens::default()),
             control: RwLock::new(None),
             chain: RwLock::new(None),
+            nsd_role: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -284,6 +289,13 @@ impl Handler for Node {
                 // what the thread is for.
                 (Some(s), Some((f, rt))) if is_chain_write(&r) => rt.block_on(f.write(&s, r, data)),
                 (Some(s), _) => s.handle(r, data),
+                (None, _) if self.nsd_role.load(std::sync::atomic::Ordering::Relaxed) => (
+                    Response::Error(RemoteError::new(
+                        ErrorKind::NotServing,
+                        "this node has not opened its NSDs yet; resend",
+                    )),
+                    Bytes::new(),
+                ),
                 (None, _) => no_service("nsd"),
             },
             Request::Meta {

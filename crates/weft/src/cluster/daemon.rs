@@ -530,6 +530,8 @@ async fn serve_node(
         Some(m) => QuorumRole::Raft(m.clone()),
         None => QuorumRole::None,
     }));
+    node.nsd_role
+        .store(roles.nsd, std::sync::atomic::Ordering::Relaxed);
     let handler: Arc<dyn Handler> = node.clone();
     let server = tokio::spawn(serve(listener, secret.clone(), handler.clone()));
     let unclean = dir.addr_file().exists();
