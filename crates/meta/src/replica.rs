@@ -410,14 +410,7 @@ impl ShardGroup {
         {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                Err(OpError::NotLeader {
-                    what: match f.leader_node {
-                        Some(n) => {
-                            format!("this replica no longer leads the shard; {} does", n.addr)
-                        }
-                        None => "this replica no longer leads the shard; try again".into(),
-                    },
-                })
+                Err(no_longer_leads(f.leader_node))
             }
             Ok(Err(e)) => Err(OpError::Replication {
                 reason: e.to_string(),
@@ -504,12 +497,9 @@ impl ShardGroup {
         });
         let res = match waited {
             Ok(Ok(Ok(_))) => Ok(()),
-            Ok(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => Err(OpError::NotLeader {
-                what: match f.leader_node {
-                    Some(n) => format!("this replica no longer leads the shard; {} does", n.addr),
-                    None => "this replica no longer leads the shard; try again".into(),
-                },
-            }),
+            Ok(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(no_longer_leads(f.leader_node))
+            }
             Ok(Ok(Err(e))) => Err(OpError::Replication {
                 reason: e.to_string(),
             }),
@@ -611,6 +601,17 @@ impl ShardGroup {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "stopping a shard replica");
         }
+    }
+}
+
+/// A change refused because this replica lost the lead, naming the new
+/// leader when Raft knows it.
+fn no_longer_leads(leader: Option<BasicNode>) -> OpError {
+    OpError::NotLeader {
+        what: match leader {
+            Some(n) => format!("this replica no longer leads the shard; {} does", n.addr),
+            None => "this replica no longer leads the shard; try again".into(),
+        },
     }
 }
 
