@@ -53,6 +53,11 @@ pub trait ChunkStore: Send + Sync {
     fn sync_file(&self, fs: FsId, ino: Ino, gen: u64) -> Result<(), RequestError>;
     /// Makes every write acknowledged so far durable (see `ops::barrier`).
     fn barrier(&self) -> Result<(), RequestError>;
+    /// At a clean stop: makes everything durable, so the next open has
+    /// nothing to recover.
+    fn close(&self) -> Result<(), RequestError> {
+        self.barrier()
+    }
     /// What recovery did when the store was opened.
     fn recovered(&self) -> crate::RecoveryReport {
         crate::RecoveryReport::default()
@@ -99,6 +104,10 @@ impl ChunkStore for crate::Store {
 
     fn barrier(&self) -> Result<(), RequestError> {
         crate::Store::barrier(self)
+    }
+
+    fn close(&self) -> Result<(), RequestError> {
+        crate::Store::close(self)
     }
 
     fn recovered(&self) -> crate::RecoveryReport {

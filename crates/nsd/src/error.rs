@@ -135,6 +135,8 @@ impl fmt::Display for ChunkRef {
 pub enum RequestError {
     #[error("this node does not serve NSD id {id}")]
     UnknownNsd { id: NsdId },
+    #[error("this node's NSD server is stopping; send the request to another replica or again once it has restarted")]
+    Stopping,
     #[error(
         "NSD {nsd}: range offset {offset} length {len} does not fit in a block of {block_size} bytes"
     )]
@@ -203,7 +205,7 @@ impl RequestError {
     /// The POSIX class of the failure, as the client sees it.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RequestError::UnknownNsd { .. } => ErrorKind::NotServing,
+            RequestError::UnknownNsd { .. } | RequestError::Stopping => ErrorKind::NotServing,
             RequestError::OutOfBlock { .. } => ErrorKind::Invalid,
             RequestError::NoSpace { .. } | RequestError::DiskFull { .. } => ErrorKind::NoSpace,
             RequestError::Checksum { .. }

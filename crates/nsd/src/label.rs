@@ -104,6 +104,13 @@ fn format_dir(spec: &NsdSpec, cluster_id: &str) -> Result<(), NsdError> {
     write_label(path, &label)?;
     let chunks = path.join(CHUNKS_DIR);
     fs::create_dir(&chunks).map_err(|e| NsdError::io(&chunks, "create directory", e))?;
+    // An empty NSD: every write so far is settled.
+    let mark = crate::settled::Mark {
+        at: crate::settled::now(),
+        clean: false,
+    };
+    crate::settled::write(path, mark, true)
+        .map_err(|e| NsdError::io(path, "write the settle mark in", e))?;
     sync_dir(path).map_err(|e| NsdError::io(path, "sync directory", e))?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         sync_dir(parent).map_err(|e| NsdError::io(parent, "sync directory", e))?;

@@ -106,6 +106,7 @@ mod paths;
 mod recover;
 mod scan;
 mod server;
+mod settled;
 mod spec;
 mod statvfs;
 mod store;

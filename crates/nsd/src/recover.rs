@@ -7,8 +7,14 @@
 //! - A chunk file that a crash left *torn at creation* (shorter than a
 //!   header, shorter than its header says, or with a zero-filled header: its
 //!   data never reached the disk) is moved to `<nsd>/damaged/` and reads as
-//!   a hole. Any other damage (a checksum that fails on a complete file) is
-//!   left in place: that is a corrupt replica, reported by every read.
+//!   a hole.
+//! - A complete chunk file written after the settle mark whose data fails
+//!   its checksum (the rename and size reached the disk, some data pages
+//!   did not: they read as zeros) is re-checksummed from its bytes, like an
+//!   in-place change (see `settled`).
+//! - Any other damage (a checksum that fails on a complete file written
+//!   before the mark) is left in place: that is a corrupt replica, reported
+//!   by every read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -34,11 +40,14 @@ pub struct RecoveryReport {
     pub rewritten: u64,
     /// Chunk files torn at creation, moved to `damaged/` (holes now).
     pub torn: u64,
+    /// Chunks written after the settle mark whose data had not all reached
+    /// the disk: re-checksummed from their bytes (see `settled`).
+    pub unsettled: u64,
 }
 
 impl RecoveryReport {
     pub fn is_clean(&self) -> bool {
-        self.rewritten == 0 && self.torn == 0
+        self.rewritten == 0 && self.torn == 0 && self.unsettled == 0
     }
 }
 

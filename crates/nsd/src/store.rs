@@ -19,6 +19,7 @@ use crate::locks::{DirLocks, LockTable};
 use crate::paths::Paths;
 use crate::recover::{self, RecoveryReport};
 use crate::scan;
+use crate::settled;
 use crate::spec::NsdSpec;
 use crate::statvfs;
 use crate::usage::Usage;
@@ -49,6 +50,9 @@ pub(crate) struct BarrierState {
     pub done: AtomicU64,
     /// One sync at a time.
     pub gate: Mutex<()>,
+    /// Start of the last completed sync (nanoseconds since the epoch), or
+    /// the mark found at open: every write before it is on the disk.
+    pub settled: AtomicU64,
 }
 
 impl Store {
@@ -60,6 +64,9 @@ impl Store {
         fs::create_dir_all(paths.root())
             .map_err(|e| NsdError::io(paths.root(), "create directory", e))?;
         let usage = Usage::new(spec.size, spec.block_size);
+        let opened_at = settled::now();
+        let mark = settled::read(&spec.path)
+            .map_err(|e| NsdError::io(&spec.path, "read the settle mark in", e))?;
         let intents_dir = spec.path.join(INTENTS_DIR);
         let (intents, named) = IntentLog::open(&spec.path)
             .map_err(|e| NsdError::io(&intents_dir, "read the intent log in", e))?;
@@ -73,17 +80,46 @@ impl Store {
                 recovered.rewritten += 1;
             }
         }
-        let report = scan::rebuild(&paths, &usage, spec.block_size)?;
+        if mark.is_none() {
+            tracing::info!(nsd = %spec.name, "no settle mark (an NSD of an older release): reading every chunk once");
+        }
+        let report = scan::rebuild(
+            &paths,
+            &usage,
+            spec.block_size,
+            settled::settled_before(mark),
+        )?;
         recovered.torn = report.torn;
+        recovered.unsettled = report.unsettled;
         intents
             .clear()
             .map_err(|e| NsdError::io(&intents_dir, "clear the intent log in", e))?;
+        // Every chunk is now checked or older than the mark. A mark that
+        // says `clean` must go before a write can follow it.
+        let mark = match mark {
+            Some(settled::Mark { at, clean: false }) => at,
+            Some(settled::Mark { clean: true, .. }) | None => {
+                let running = settled::Mark {
+                    at: opened_at,
+                    clean: false,
+                };
+                let sync = if mark.is_none() {
+                    settled::syncfs(&spec.path)
+                } else {
+                    Ok(())
+                };
+                sync.and_then(|()| settled::write(&spec.path, running, true))
+                    .map_err(|e| NsdError::io(&spec.path, "write the settle mark in", e))?;
+                opened_at
+            }
+        };
         if !recovered.is_clean() {
             tracing::warn!(
                 nsd = %spec.name,
                 rechecked = recovered.rechecked,
                 rewritten = recovered.rewritten,
                 torn_set_aside = recovered.torn,
+                unsettled_rebuilt = recovered.unsettled,
                 "NSD recovered from an unclean stop"
             );
         }
@@ -111,7 +147,10 @@ impl Store {
             dir_locks: DirLocks::new(),
             tmp_seq: AtomicU64::new(0),
             intents,
-            barrier: BarrierState::default(),
+            barrier: BarrierState {
+                settled: AtomicU64::new(mark),
+                ..BarrierState::default()
+            },
             recovered,
         })
     }

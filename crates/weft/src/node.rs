@@ -159,6 +159,14 @@ impl Node {
         }
     }
 
+    /// At a clean stop: makes this node's NSDs durable (see
+    /// [`NsdServer::close`]).
+    pub fn close_nsd(&self) {
+        if let Some(s) = self.nsd_server() {
+            s.close();
+        }
+    }
+
     pub fn set_nsd(&self, server: NsdServer) {
         let mut n = match self.nsd.write() {
             Ok(n) => n,

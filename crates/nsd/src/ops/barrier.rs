@@ -7,13 +7,13 @@
 //! that arrived before it started (group commit): a caller whose request
 //! came in while another sync was running waits for the next one, which
 //! then covers it and everyone queued behind it. Each barrier also ends the
-//! intent log's epoch (see `intents`), so the log stays short.
+//! intent log's epoch (see `intents`), so the log stays short, and moves the
+//! settle mark (see `settled`) to the previous barrier's start.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
 use crate::error::RequestError;
+use crate::settled;
 use crate::store::Store;
 
 impl Store {
@@ -31,11 +31,18 @@ impl Store {
         // In-place changes still running finish first: their epoch ends.
         let ended = self.intents.end_epoch();
         let root = self.paths.nsd_root();
-        let dir = File::open(root).map_err(|e| self.io("open", root, e))?;
-        // SAFETY: `dir` is an open descriptor for the whole call.
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
-            return Err(self.io("syncfs", root, std::io::Error::last_os_error()));
+        let started = settled::now();
+        // The previous barrier's sync covered everything before its start:
+        // this sync carries that mark to the disk (see `settled`).
+        let previous = settled::Mark {
+            at: self.barrier.settled.load(Ordering::Acquire),
+            clean: false,
+        };
+        if let Err(e) = settled::write(root, previous, false) {
+            tracing::warn!(nsd = %self.nsd, error = %e, "cannot write the settle mark; more chunks are read at the next open");
         }
+        settled::syncfs(root).map_err(|e| self.io("syncfs", root, e))?;
+        self.barrier.settled.store(started, Ordering::Release);
         if let Some(path) = ended {
             // Losing this removal to a crash only rechecks a few chunks.
             if let Err(e) = std::fs::remove_file(&path) {
@@ -43,6 +50,26 @@ impl Store {
             }
         }
         self.barrier.done.store(covers, Ordering::Release);
+        Ok(())
+    }
+
+    /// At a clean stop, after the last request: a barrier whose mark says
+    /// `clean`, made durable at once, so the next open reads no chunk.
+    pub fn close(&self) -> Result<(), RequestError> {
+        let _one_at_a_time = match self.barrier.gate.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let root = self.paths.nsd_root();
+        let started = settled::now();
+        settled::syncfs(root).map_err(|e| self.io("syncfs", root, e))?;
+        let clean = settled::Mark {
+            at: started,
+            clean: true,
+        };
+        settled::write(root, clean, true)
+            .map_err(|e| self.io("write the settle mark in", root, e))?;
+        self.barrier.settled.store(started, Ordering::Release);
         Ok(())
     }
 }

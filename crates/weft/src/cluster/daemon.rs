@@ -781,6 +781,8 @@ async fn serve_node(
     let n = node.clone();
     let _ = tokio::task::spawn_blocking(move || n.close_meta()).await;
     server.abort();
+    let n = node.clone();
+    let _ = tokio::task::spawn_blocking(move || n.close_nsd()).await;
     if let Some(m) = &manager {
         m.raft().shutdown().await;
     }

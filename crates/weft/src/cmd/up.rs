@@ -611,6 +611,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     disks.abort();
     local.close_meta();
     server.abort();
+    local.close_nsd();
     settle.abort();
     let _ = std::fs::remove_file(dir.addr_file());
     let _ = std::fs::remove_file(dir.http_file());
@@ -639,8 +640,9 @@ fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
         println!(
             "weft: {name} recovered from an unclean stop: {} chunk(s) changed in place re-checksummed \
              from their bytes ({} rebuilt), {} chunk(s) whose data never reached the disk set aside \
-             in {place}/damaged (they read as holes)",
-            r.rechecked, r.rewritten, r.torn
+             in {place}/damaged (they read as holes), {} new chunk(s) whose data reached the disk \
+             in part re-checksummed from their bytes (zeros where it did not)",
+            r.rechecked, r.rewritten, r.torn, r.unsettled
         );
     }
 }
