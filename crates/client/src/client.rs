@@ -410,10 +410,14 @@ impl Client {
         self.note_allocated(attr.ino, delta).await
     }
 
-    /// Keeps this client's locks alive from now on (see `lease`).
+    /// Keeps this client's locks and opens alive from now on (see `lease`).
     pub(crate) fn keep_locks_alive(&self) {
-        self.lease
-            .start(self.cluster.clone(), self.fs.clone(), self.lock_client_id());
+        self.lease.start(self.me.clone());
+    }
+
+    /// Whether this client has `ino` open.
+    pub(crate) fn has_open(&self, ino: Ino) -> bool {
+        self.open_file(ino).is_some()
     }
 
     /// Records an allocation change: with the next commit of an open file,
@@ -1292,7 +1296,7 @@ impl Client {
     /// The unlink that orphaned it is made durable first (the shard commits
     /// in groups): a crash must not bring the name back over chunks already
     /// deleted.
-    async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
+    pub(crate) async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
         if has_chunks(o) {
             self.sync_metadata(o.ino).await?;
         }

@@ -1,21 +1,30 @@
-//! Lock leases: once a client holds a lock, a background task tells every
-//! metadata shard it is alive (`RenewLease`), every third of the lease the
-//! shard answers with. A client that stops (crash, lost node, dropped
-//! without releasing) stops renewing, and after one lease the shards drop
-//! its locks so the others can go on. The task ends with its client.
+//! Leases of locks and opens: once a client holds a lock or has a file
+//! open, a background task tells every metadata shard it is alive
+//! (`RenewLease`), every third of the lease the shard answers with. A client
+//! that stops (crash, lost node, dropped without releasing) stops renewing,
+//! and after one lease the shards drop its locks and opens so the others
+//! can go on. The task ends with its client.
+//!
+//! The answer also carries two duties:
+//! - `reopen`: the shard was taken over (or opened again) and knows no
+//!   opens; the client sends the files of that shard it has open
+//!   (`Reopen`), so none of them is freed under it if another node unlinks
+//!   it.
+//! - `free`: files unlinked while open whose holders are all gone; the
+//!   client frees them (chunks, then `Reclaim`), as it does the orphans its
+//!   own unlinks and closes are handed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::warn;
-use weft_proto::config::FsInfo;
+use tracing::{info, warn};
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::make_ino;
+use weft_proto::types::{ino_shard, make_ino, Orphan, ShardId};
 use weft_proto::{Request, Response};
 
-use crate::cluster::Cluster;
+use crate::client::Client;
 
 /// Pause between renewals when the shards keep locks for ever.
 const IDLE_PAUSE: Duration = Duration::from_secs(10);
@@ -25,53 +34,122 @@ const MIN_PAUSE: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub(crate) struct LeaseKeeper {
     started: AtomicBool,
-    /// Dropped with the client; the task holds it weakly.
-    alive: Arc<()>,
 }
 
 impl LeaseKeeper {
     /// Starts renewing for `client` unless already started. Call from
-    /// within the runtime, after a lock was granted.
-    pub(crate) fn start(&self, cluster: Arc<Cluster>, fs: FsInfo, client: u64) {
+    /// within the runtime, after a lock was granted or a file opened.
+    pub(crate) fn start(&self, client: Weak<Client>) {
         if self.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        let alive = Arc::downgrade(&self.alive);
-        tokio::spawn(renew(alive, cluster, fs, client));
+        tokio::spawn(renew(client));
     }
 }
 
-async fn renew(alive: Weak<()>, cluster: Arc<Cluster>, fs: FsInfo, client: u64) {
-    while alive.strong_count() > 0 {
+async fn renew(me: Weak<Client>) {
+    loop {
+        let Some(client) = me.upgrade() else { return };
         let mut pause = IDLE_PAUSE;
-        for shard in &fs.shards {
-            let ino = make_ino(shard.id, 1);
-            let req = Request::Meta {
-                fs: fs.id,
-                shard: shard.id,
-                req: MetaRequest::RenewLease { ino, client },
-                cred: None,
-            };
-            let answer = cluster
-                .call_shard(&fs, shard.id, req, Bytes::new())
-                .await
-                .result
-                .map_err(|e| e.to_string());
-            match answer {
-                Ok((Response::Lease { ms }, _)) if ms > 0 => {
-                    pause = pause.min((Duration::from_millis(ms) / 3).max(MIN_PAUSE));
-                }
-                Ok((Response::Lease { .. }, _)) => {}
-                Ok((other, _)) => {
-                    warn!(shard = shard.id, answer = ?other, "unexpected answer to a lease renewal");
-                    pause = MIN_PAUSE;
-                }
-                Err(e) => {
-                    warn!(shard = shard.id, error = %e, "cannot renew the lock lease; retrying");
-                    pause = MIN_PAUSE;
-                }
+        for shard in &client.fs_info().shards {
+            pause = pause.min(renew_shard(&client, shard.id).await);
+        }
+        drop(client);
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// One renewal with shard `shard` and what its answer asks; the pause
+/// before the next.
+async fn renew_shard(client: &Client, shard: ShardId) -> Duration {
+    let id = client.lock_client_id();
+    let route = make_ino(shard, 1);
+    let answer = call(
+        client,
+        shard,
+        MetaRequest::RenewLease {
+            ino: route,
+            client: id,
+        },
+    )
+    .await;
+    match answer {
+        Ok(Response::Lease { ms, reopen, free }) => {
+            if reopen {
+                send_opens(client, shard).await;
+            }
+            free_orphans(client, free).await;
+            if ms > 0 {
+                (Duration::from_millis(ms) / 3).max(MIN_PAUSE)
+            } else {
+                IDLE_PAUSE
             }
         }
-        tokio::time::sleep(pause).await;
+        Ok(other) => {
+            warn!(shard, answer = ?other, "unexpected answer to a lease renewal");
+            MIN_PAUSE
+        }
+        Err(e) => {
+            warn!(shard, error = %e, "cannot renew the lease of locks and opens; retrying");
+            MIN_PAUSE
+        }
+    }
+}
+
+async fn call(client: &Client, shard: ShardId, req: MetaRequest) -> Result<Response, String> {
+    let fs = client.fs_info();
+    let req = Request::Meta {
+        fs: fs.id,
+        shard,
+        req,
+        cred: None,
+    };
+    client
+        .cluster()
+        .call_shard(fs, shard, req, Bytes::new())
+        .await
+        .result
+        .map(|(r, _)| r)
+        .map_err(|e| e.to_string())
+}
+
+/// Tells `shard` which of its files this client has open.
+async fn send_opens(client: &Client, shard: ShardId) {
+    let open: Vec<_> = client
+        .open_inodes()
+        .into_iter()
+        .filter(|i| ino_shard(*i) == shard)
+        .collect();
+    let n = open.len();
+    let req = MetaRequest::Reopen {
+        ino: make_ino(shard, 1),
+        client: client.lock_client_id(),
+        open,
+    };
+    match call(client, shard, req).await {
+        Ok(Response::Unit) => info!(
+            shard,
+            open = n,
+            "told a shard that took over which files are open here"
+        ),
+        Ok(other) => warn!(shard, answer = ?other, "unexpected answer to the list of open files"),
+        // Asked again at the next renewal.
+        Err(e) => warn!(shard, error = %e, "cannot tell a shard which files are open here"),
+    }
+}
+
+/// Frees orphans whose holders are gone.
+async fn free_orphans(client: &Client, free: Vec<Orphan>) {
+    for o in free {
+        if client.has_open(o.ino) {
+            warn!(
+                ino = o.ino,
+                "a shard handed out a file open here to free; kept"
+            );
+            continue;
+        }
+        if let Err(e) = client.reclaim(&o).await {
+            warn!(ino = o.ino, error = %e, "cannot free a file unlinked while open elsewhere");
+        }
     }
 }

@@ -11,8 +11,15 @@
 //! A client not heard from (open, close, commit, lease renewal) for a whole
 //! lease loses its opens. The clock is passed in, so the rules are tested
 //! without waiting.
+//!
+//! A replica that takes a replicated shard over, or a cluster node's shard
+//! opening again, knows no opens: clients elsewhere may still hold its files
+//! open. For one *grace* (a lease, or [`DEFAULT_GRACE`] without one) it
+//! hands no unlinked file out for freeing, and the lease answers ask each
+//! client once for its open files (`Reopen`); past the grace, the opens it
+//! was told are the truth again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -26,10 +33,22 @@ struct Opens {
     clients: HashMap<u64, bool>,
 }
 
+/// How long opens are asked for again when there is no lease: longer than
+/// the pause between a client's renewals without one.
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(15);
+
 #[derive(Default)]
 struct State {
     inodes: HashMap<Ino, Opens>,
     heard: HashMap<u64, Instant>,
+    grace: Option<Grace>,
+}
+
+/// Opens being told again after a take-over.
+struct Grace {
+    until: Instant,
+    /// Clients that sent their opens.
+    told: HashSet<u64>,
 }
 
 pub(crate) struct OpenTable {
@@ -38,6 +57,18 @@ pub(crate) struct OpenTable {
 }
 
 impl State {
+    /// Whether opens are still being told again (ends the grace once past).
+    fn in_grace(&mut self, now: Instant) -> bool {
+        match &self.grace {
+            Some(g) if now < g.until => true,
+            Some(_) => {
+                self.grace = None;
+                false
+            }
+            None => false,
+        }
+    }
+
     fn alive(&self, client: u64, now: Instant, lease: Option<Duration>) -> bool {
         match (lease, self.heard.get(&client)) {
             (None, _) => true,
@@ -60,6 +91,52 @@ impl OpenTable {
             Ok(mut m) => f(&mut m),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
+    }
+
+    /// Forgets every open and starts a grace (see the module header).
+    pub(crate) fn start_grace(&self, now: Instant) {
+        let len = self.lease.unwrap_or(DEFAULT_GRACE);
+        self.with(|st| {
+            st.inodes.clear();
+            st.heard.clear();
+            st.grace = Some(Grace {
+                until: now + len,
+                told: HashSet::new(),
+            });
+        });
+    }
+
+    /// Whether unlinked files are kept whatever the opens say (a grace).
+    pub(crate) fn in_grace(&self, now: Instant) -> bool {
+        self.with(|st| st.in_grace(now))
+    }
+
+    /// Whether `client` is to send its opens again (a grace, and it has not).
+    pub(crate) fn wants_reopen(&self, client: u64, now: Instant) -> bool {
+        self.with(|st| {
+            st.in_grace(now) && st.grace.as_ref().is_some_and(|g| !g.told.contains(&client))
+        })
+    }
+
+    /// `client` has exactly `inos` of this shard open (a `Reopen`).
+    pub(crate) fn reopen(&self, client: u64, inos: &[Ino], now: Instant) {
+        self.with(|st| {
+            st.heard.insert(client, now);
+            for o in st.inodes.values_mut() {
+                o.clients.remove(&client);
+            }
+            for ino in inos {
+                st.inodes
+                    .entry(*ino)
+                    .or_default()
+                    .clients
+                    .insert(client, false);
+            }
+            st.inodes.retain(|_, o| !o.clients.is_empty());
+            if let Some(g) = st.grace.as_mut() {
+                g.told.insert(client);
+            }
+        });
     }
 
     /// A client's sign of life.
@@ -99,6 +176,9 @@ impl OpenTable {
     }
 
     fn unused(st: &mut State, ino: Ino, now: Instant, lease: Option<Duration>) -> bool {
+        if st.in_grace(now) {
+            return false;
+        }
         let Some(o) = st.inodes.get(&ino) else {
             return true;
         };
@@ -167,6 +247,35 @@ mod tests {
         t.open(8, 3, t0);
         assert!(!t.is_unused(8, t0 + Duration::from_secs(5)));
         assert!(t.is_unused(8, t0 + Duration::from_secs(11)));
+    }
+
+    #[test]
+    fn after_a_take_over_nothing_is_unused_until_the_grace_ends() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let t = OpenTable::with_lease(Some(10 * s));
+        t.open(7, 1, t0);
+        t.start_grace(t0);
+        assert!(!t.is_unused(9, t0), "nobody said it is open, but grace");
+        assert!(t.wants_reopen(1, t0) && t.wants_reopen(2, t0));
+        t.reopen(1, &[7, 8], t0 + s);
+        assert!(!t.wants_reopen(1, t0 + s), "asked once");
+        assert!(t.wants_reopen(2, t0 + s));
+        assert!(!t.close(8, 1, t0 + 2 * s), "closed in the grace: kept");
+        // Past the grace: what was told is the truth again.
+        let after = t0 + 10 * s;
+        assert!(!t.in_grace(after));
+        assert!(!t.wants_reopen(2, after));
+        assert!(!t.is_unused(7, after), "client 1 said it has 7 open");
+        assert!(t.is_unused(8, after), "closed");
+        assert!(t.is_unused(9, after));
+        // A reopen replaces the client's whole set.
+        t.reopen(1, &[], after);
+        assert!(t.is_unused(7, after));
+        let none = OpenTable::with_lease(None);
+        none.start_grace(t0);
+        assert!(none.in_grace(t0 + DEFAULT_GRACE - s));
+        assert!(!none.in_grace(t0 + DEFAULT_GRACE));
     }
 
     #[test]

@@ -391,6 +391,11 @@ impl ShardGroup {
                 server.recover_intents()?;
                 self.seed_if_new(server)?;
                 server.reload_locks()?;
+                if m.current_term > 1 {
+                    // An earlier leader may have had opens registered; in
+                    // the group's first term nobody can have.
+                    server.ask_for_opens();
+                }
                 self.ready_term.store(m.current_term, Ordering::Release);
                 tracing::info!(
                     fs = server.spec().fs,

@@ -121,6 +121,9 @@ pub struct MetaServer {
     pub(crate) writer: std::sync::Mutex<()>,
 }
 
+/// Orphans one lease answer hands out for freeing, at most.
+const SWEPT_PER_LEASE: usize = 64;
+
 impl MetaServer {
     /// Opens (creating on first use, with the root directory) the shard
     /// database at `path`. A database of another format version, file system
@@ -214,6 +217,55 @@ impl MetaServer {
                 .read(|s| ops::orphans::orphan(s, ino))?
                 .and_then(|o| self.hand_out(o)))
         })
+    }
+
+    /// Files unlinked while open whose holders are all gone (closed, or
+    /// their lease ran out, or they did not say they have them open after a
+    /// take-over): handed to a client renewing its lease, to free, at most
+    /// [`SWEPT_PER_LEASE`] at a time. None during a grace.
+    fn sweep_orphans(&self, now: Instant) -> Result<Vec<Orphan>, OpError> {
+        if self.opens.in_grace(now) {
+            return Ok(Vec::new());
+        }
+        let listed =
+            self.read(|s| crate::store::Reader::orphan_inos(s, ops::orphans::MAX_LISTED))?;
+        let mut out = Vec::new();
+        for ino in listed {
+            if out.len() >= SWEPT_PER_LEASE {
+                break;
+            }
+            // Looked at again under `handoff`: a close or reclaim may have
+            // taken it since the listing.
+            let o = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
+                if !self.opens.is_unused(ino, now) || self.was_handed(ino) {
+                    return Ok(None);
+                }
+                Ok(self
+                    .read(|s| ops::orphans::orphan(s, ino))?
+                    .and_then(|o| self.hand_out(o)))
+            })?;
+            out.extend(o);
+        }
+        Ok(out)
+    }
+
+    fn was_handed(&self, ino: Ino) -> bool {
+        match self.handed.lock() {
+            Ok(g) => g.contains(&ino),
+            Err(p) => p.into_inner().contains(&ino),
+        }
+    }
+
+    /// Clients of other nodes may hold files of this shard open that it
+    /// does not know of (it took the shard over, or opened again on a
+    /// cluster node): for one grace it frees no unlinked file and asks every
+    /// client renewing its lease for its open files (see `opens`).
+    pub fn ask_for_opens(&self) {
+        self.opens.start_grace(Instant::now());
+        match self.handed.lock() {
+            Ok(mut g) => g.clear(),
+            Err(p) => p.into_inner().clear(),
+        }
     }
 
     /// Runs `f` holding `handoff`.
@@ -576,11 +628,23 @@ impl MetaServer {
                 Response::Unit
             }
             MetaRequest::RenewLease { client, .. } => {
+                let now = Instant::now();
                 self.locks.renew(client);
-                self.opens.heard(client, Instant::now());
+                self.opens.heard(client, now);
                 Response::Lease {
                     ms: self.locks.lease().as_millis() as u64,
+                    reopen: self.opens.wants_reopen(client, now),
+                    free: self.sweep_orphans(now)?,
                 }
+            }
+            MetaRequest::Reopen { client, open, .. } => {
+                let home = self.spec.shard;
+                let open: Vec<Ino> = open
+                    .into_iter()
+                    .filter(|i| weft_proto::types::ino_shard(*i) == home)
+                    .collect();
+                self.opens.reopen(client, &open, Instant::now());
+                Response::Unit
             }
             MetaRequest::Unlink { parent, name } => Response::Unlinked {
                 orphan: self
@@ -930,6 +994,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::AddLearner { .. } => "add_learner",
         MetaRequest::SetVoters { .. } => "set_voters",
         MetaRequest::Writing { .. } => "writing",
+        MetaRequest::Reopen { .. } => "reopen",
     }
 }
 
@@ -1087,6 +1152,9 @@ mod tests {
                 .prop_map(move |(ino, client)| no_data(MetaRequest::Closed { ino, client })),
             (ino(), any::<u64>())
                 .prop_map(move |(ino, client)| no_data(MetaRequest::RenewLease { ino, client })),
+            (ino(), any::<u64>(), proptest::collection::vec(ino(), 0..5)).prop_map(
+                move |(ino, client, open)| no_data(MetaRequest::Reopen { ino, client, open })
+            ),
             (
                 ino(),
                 name(),

@@ -444,8 +444,8 @@ pub enum MetaRequest {
         ino: Ino,
         delta: i64,
     },
-    /// A client's sign of life: the locks it holds on the shard (`ino`
-    /// routes it) live for another lease. Answered with `Lease`.
+    /// A client's sign of life: the locks and opens it holds on the shard
+    /// (`ino` routes it) live for another lease. Answered with `Lease`.
     RenewLease {
         ino: Ino,
         client: u64,
@@ -487,6 +487,14 @@ pub enum MetaRequest {
     /// leave the group.
     SetVoters {
         voters: Vec<u64>,
+    },
+    /// A client's whole set of open files of the shard (`ino` routes it),
+    /// sent when a `Lease` answer asks for it: a replica that took the
+    /// shard over knows no opens until its clients tell it again.
+    Reopen {
+        ino: Ino,
+        client: u64,
+        open: Vec<Ino>,
     },
 }
 
@@ -690,10 +698,15 @@ pub enum Response {
     Chunks(Vec<(u64, u32)>),
     /// How many bytes the NSD allocates to the file changed by.
     Allocated(i64),
-    /// How long the shard keeps a client's locks without a sign of life, in
-    /// milliseconds; 0 for ever.
+    /// How long the shard keeps a client's locks and opens without a sign
+    /// of life, in milliseconds (0: for ever); whether the shard wants the
+    /// client's open files again (`Reopen`: it took over and lost them); and
+    /// files unlinked while open whose holders are all gone, handed to this
+    /// client to free (their chunks, then `Reclaim`).
     Lease {
         ms: u64,
+        reopen: bool,
+        free: Vec<Orphan>,
     },
     /// The node asked is not the cluster manager; `leader` is the manager's
     /// address when known. The caller retries there.

@@ -234,6 +234,11 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             owner,
         },
         M::RenewLease { ino, .. } => M::RenewLease { ino, client: from },
+        M::Reopen { ino, open, .. } => M::Reopen {
+            ino,
+            client: from,
+            open,
+        },
         M::Tokens {
             ino,
             acked,

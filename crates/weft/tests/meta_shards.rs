@@ -18,7 +18,10 @@
 //!   storm on shards with two replicas and a witness (`-m 2`); the node
 //!   leading shard 1 is killed and stays down until every shard is led
 //!   again by the other replicas. No create or rename fails, and the same
-//!   checks hold.
+//!   checks hold. Meanwhile c2 holds open a file of shard 1 that c1
+//!   unlinks after the failover: the new leader must not free it while c2
+//!   reads it, past its grace (it learns c2's opens from c2's lease
+//!   renewal).
 //! - `a_lost_replica_is_replaced_on_another_node_during_the_storm`: the
 //!   same storm on `-m 2`; the leader of shard 1 is killed, and while it
 //!   is down `weft meta move fs1 1 --from VICTIM --to q1` gives its place
@@ -321,6 +324,29 @@ fn check_after(c: &mut Cluster, clock: &Clock, s: &Storm) {
     assert_eq!(serving_rows(&list), 8, "{list}");
 }
 
+/// Bytes of the file held open through a failover: three 64 KiB pieces
+/// and a tail, past data-in-inode.
+fn held_bytes() -> Vec<u8> {
+    (0..200_000u32).map(|i| (i * 7 + i / 4096) as u8).collect()
+}
+
+/// A new file, made through `m`, whose inode is on shard `shard` (it is
+/// made in a new directory homed there); its path under the mount.
+fn file_on_shard(m: &Path, shard: u16) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    for i in 0..128 {
+        let d = PathBuf::from(format!("held{i}"));
+        std::fs::create_dir(m.join(&d)).unwrap();
+        let ino = std::fs::metadata(m.join(&d)).unwrap().ino();
+        if weft_proto::types::ino_shard(ino) == shard {
+            let p = d.join("open-elsewhere");
+            std::fs::write(m.join(&p), held_bytes()).unwrap();
+            return p;
+        }
+    }
+    panic!("no new directory landed on shard {shard}");
+}
+
 /// Column `col` of shard `shard`'s row in `weft meta list`.
 fn column_of(list: &str, shard: u16, col: usize) -> String {
     list.lines()
@@ -419,6 +445,9 @@ fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
         assert!(l.contains("(witness)"), "{l}");
     }
     let victim = leader_of(&list, 1);
+    let (m1, m2) = (c.mount("c1"), c.mount("c2"));
+    let held_path = file_on_shard(&m1, 1);
+    let mut held = std::fs::File::open(m2.join(&held_path)).unwrap();
     let s = storm(&mut c, &clock, |c| {
         let killed = Instant::now();
         c.procs.remove(&victim).unwrap().kill9().unwrap();
@@ -440,12 +469,25 @@ fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
             "every shard led again {:.1} s after the kill, {victim} still down",
             killed.elapsed().as_secs_f64()
         ));
-        std::thread::sleep(Duration::from_secs(3));
+        // Unlinked on c1 while c2 holds it open: past the new leader's
+        // grace (the lease, 3 s) it must still read whole on c2.
+        std::fs::remove_file(m1.join(&held_path)).unwrap();
+        std::thread::sleep(Duration::from_secs(5));
+        let mut got = Vec::new();
+        std::io::Seek::seek(&mut held, std::io::SeekFrom::Start(0)).unwrap();
+        std::io::Read::read_to_end(&mut held, &mut got)
+            .unwrap_or_else(|e| panic!("the file c2 holds open, unlinked on c1: {e}"));
+        assert!(
+            got == held_bytes(),
+            "the file c2 holds open was freed under it"
+        );
+        clock.say("a file c2 held open through the failover, unlinked on c1, still reads whole");
         let h = c.host(&victim);
         let (p, _) = c.start(&h, &["node", "run"]);
         c.procs.insert(victim.clone(), p);
         clock.say(&format!("{victim} started again"));
     });
+    drop(held);
     // Applications paused; none saw an error.
     assert_eq!(s.create_failures, 0, "creates failed");
     assert_eq!(s.rename_failures, 0, "renames failed");

@@ -43,6 +43,8 @@ struct Replicas {
     fx: Vec<Option<Fx>>,
     groups: Vec<Option<Arc<ShardGroup>>>,
     timing: ReplicaTiming,
+    /// Lease of clients' locks and opens, in milliseconds (0: none).
+    lease_ms: u64,
 }
 
 fn addr(i: usize) -> String {
@@ -55,6 +57,10 @@ impl Replicas {
     }
 
     async fn with(timing: ReplicaTiming, witness: bool) -> Replicas {
+        Self::with_lease(timing, witness, 0).await
+    }
+
+    async fn with_lease(timing: ReplicaTiming, witness: bool, lease_ms: u64) -> Replicas {
         let net = Arc::new(MemNet::default());
         let mut r = Replicas {
             net,
@@ -62,9 +68,10 @@ impl Replicas {
             fx: Vec::new(),
             groups: Vec::new(),
             timing,
+            lease_ms,
         };
         for i in 0..3 {
-            let fx = Fx::new();
+            let fx = Fx::with(|s| s.lock_lease_ms = lease_ms);
             let g = ShardGroup::start(
                 &fx.srv,
                 i as u64 + 1,
@@ -176,7 +183,7 @@ impl Replicas {
     /// Starts a fourth member, in no group yet (as a node a shard moves to).
     async fn add_fourth(&mut self) -> usize {
         let i = self.groups.len();
-        let fx = Fx::new();
+        let fx = Fx::with(|s| s.lock_lease_ms = self.lease_ms);
         let g = ShardGroup::start(
             &fx.srv,
             i as u64 + 1,
@@ -356,6 +363,69 @@ async fn byte_range_locks_survive_a_failover() {
         set(r.fx(l3), f.ino, lock(2, LockKind::Write)),
         LockReply::Granted
     );
+    r.stop().await;
+}
+
+/// A file unlinked while another node has it open survives a failover: the
+/// new leader frees nothing until its clients have told it their opens
+/// again, then frees what nobody holds and keeps the rest until its close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_open_through_a_failover_is_not_freed_under_its_holder() {
+    use weft_proto::msg::Response;
+    let lease = Duration::from_millis(1500);
+    let mut r = Replicas::with_lease(timing(), false, lease.as_millis() as u64).await;
+    let l = r.leader().await;
+    let kept = r.fx(l).file(ROOT_INO, "kept");
+    let gone = r.fx(l).file(ROOT_INO, "gone");
+    for f in [&kept, &gone] {
+        r.fx(l).attr(MetaRequest::Opened {
+            ino: f.ino,
+            client: 1,
+        });
+    }
+    r.kill(l).await;
+    let l2 = r.leader().await;
+    let fx = r.fx(l2);
+    let renew = |client: u64| match fx.call(MetaRequest::RenewLease {
+        ino: ROOT_INO,
+        client,
+    }) {
+        Response::Lease { reopen, free, .. } => (reopen, free),
+        other => panic!("{other:?}"),
+    };
+    // Client 1 is asked for its opens once; it still holds `kept` (its
+    // close of `gone` went to the dead leader).
+    assert!(renew(1).0, "the new leader asks for the opens");
+    let reopen = MetaRequest::Reopen {
+        ino: ROOT_INO,
+        client: 1,
+        open: vec![kept.ino],
+    };
+    assert_eq!(fx.call(reopen), Response::Unit);
+    assert!(!renew(1).0, "asked once");
+    // Client 2 unlinks both in the grace: nothing is handed out to free.
+    assert_eq!(fx.unlink(ROOT_INO, "kept").unwrap(), None);
+    assert_eq!(fx.unlink(ROOT_INO, "gone").unwrap(), None);
+    assert!(renew(2).1.is_empty(), "nothing is freed in the grace");
+    // Past the grace (client 1 renewing meanwhile), the file nobody holds
+    // goes to a client renewing its lease, once; the held one stays.
+    let mut freed = Vec::new();
+    let end = std::time::Instant::now() + lease + Duration::from_millis(300);
+    while std::time::Instant::now() < end {
+        freed.extend(renew(1).1.iter().map(|o| o.ino));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    freed.extend(renew(2).1.iter().map(|o| o.ino));
+    assert_eq!(freed, vec![gone.ino]);
+    assert!(renew(2).1.is_empty(), "handed out once");
+    // The holder's last close frees the other.
+    match fx.call(MetaRequest::Closed {
+        ino: kept.ino,
+        client: 1,
+    }) {
+        Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, kept.ino),
+        other => panic!("{other:?}"),
+    }
     r.stop().await;
 }
 

@@ -415,14 +415,21 @@ fn reconcile(
                 warn!(error = %e, "cannot create the meta directory");
                 continue;
             }
+            let existed = dir.meta(&fs.name, shard.id).exists();
             match MetaServer::open(&dir.meta(&fs.name, shard.id), spec) {
                 Ok(m) => {
                     m.set_data_barrier((wiring.barrier)(fs.id));
                     m.set_peers((wiring.peers)(fs.id));
                     served.meta.insert(key);
                     if shard.members().len() > 1 {
+                        // Its replica asks for opens when it takes over.
                         start_replica(node, m, me, cfg, fs, shard, wiring);
                         continue;
+                    }
+                    if existed {
+                        // Clients of other nodes kept their files open while
+                        // this node was down.
+                        m.ask_for_opens();
                     }
                     node.add_meta(fs.id, m);
                     info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
