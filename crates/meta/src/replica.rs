@@ -13,8 +13,11 @@
 //!   intents and decisions are records of the shards' tables, so they are
 //!   replicated with them and a new leader continues them.
 //! - **Reads** are served by the leader alone, once it has applied an entry
-//!   of its own term (so everything committed before it led); other replicas
-//!   refuse every request with `NotServing`, naming the leader.
+//!   of its own term (so everything committed before it led), and only while
+//!   a majority acknowledged one of its heartbeats lately ([`lease`]: a
+//!   leader cut off from its group stops serving before another can be
+//!   elected); other replicas refuse every request with `NotServing`,
+//!   naming the leader.
 //! - **Taking over.** A replica that starts leading holds again the keys of
 //!   the intents in its tables, and takes the byte-range locks of its
 //!   `locks` table, before it serves ([`locks`]).
@@ -37,6 +40,7 @@
 //!   entries of a lost leader), it passes its log on to a replica and stops
 //!   its heartbeats, so that replica is elected next.
 
+mod lease;
 mod locks;
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
@@ -148,6 +152,8 @@ pub struct ShardGroup {
     witness: bool,
     /// Changes this leader proposed that are not known applied yet.
     pending: std::sync::Mutex<Pending>,
+    /// How recently a majority heard from this leader.
+    lease: Arc<lease::LeaderLease>,
 }
 
 /// The entries a leader has in flight (see [`ShardGroup::submit`]): the
@@ -214,7 +220,9 @@ impl ShardGroup {
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(failed)?;
+        let lease = lease::LeaderLease::watch(&raft);
         let group = Arc::new(ShardGroup {
+            lease,
             raft,
             id,
             rt: Handle::current(),
@@ -365,6 +373,13 @@ impl ShardGroup {
         if m.last_applied.map(|l| l.leader_id.term) != Some(m.current_term) {
             return Err(OpError::NotLeader {
                 what: "this replica is taking over the shard; try again".into(),
+            });
+        }
+        let voters = m.membership_config.membership().voter_ids().count();
+        let window = Duration::from_millis(self.timing.election_min_ms);
+        if voters > 1 && !self.lease.holds(window) {
+            return Err(OpError::NotLeader {
+                what: "this replica has not heard from a majority of its group lately and may no longer lead; try again".into(),
             });
         }
         if self.ready_term.load(Ordering::Acquire) != m.current_term {

@@ -429,6 +429,41 @@ async fn a_file_open_through_a_failover_is_not_freed_under_its_holder() {
     r.stop().await;
 }
 
+/// A leader cut off from its group stops serving within its lease: by the
+/// time another replica leads and changes the shard, the old one refuses
+/// instead of answering from its own, older records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_stops_serving_before_another_leads() {
+    let r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    r.fx(l).file(ROOT_INO, "before");
+    r.cut(l, true);
+    let mut l2 = None;
+    for _ in 0..400 {
+        l2 = (0..3).find(|&i| {
+            i != l
+                && r.groups[i]
+                    .as_ref()
+                    .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
+        });
+        if l2.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let l2 = l2.expect("no other replica came to lead");
+    // The old leader already refuses, even a look-up of what it holds.
+    let lookup = |name: &str| MetaRequest::Lookup {
+        parent: ROOT_INO,
+        name: name.as_bytes().to_vec(),
+    };
+    assert_eq!(r.fx(l).err(lookup("before")), ErrorKind::NotServing);
+    r.fx(l2).file(ROOT_INO, "after");
+    assert_eq!(r.fx(l).err(lookup("after")), ErrorKind::NotServing);
+    r.cut(l, false);
+    r.stop().await;
+}
+
 /// The KV seam over a replicated shard, each change committed on its own
 /// through the group and each read made on the leader's applied records.
 struct Committing<'a>(&'a crate::MetaServer);
