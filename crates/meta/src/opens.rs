@@ -328,6 +328,31 @@ mod server_tests {
         );
     }
 
+    /// An orphan is handed out to free once; if its `Reclaim` does not come
+    /// (the client died freeing it), a renewal hands it out again after two
+    /// leases, and a `Reclaim` ends it.
+    #[test]
+    fn an_orphan_whose_freeing_stopped_is_handed_out_again() {
+        let fx = Fx::with(|s| s.lock_lease_ms = 200);
+        let a = fx.file(ROOT_INO, "f");
+        let orphan = fx.unlink(ROOT_INO, "f").unwrap().expect("not open");
+        assert_eq!(orphan.ino, a.ino);
+        let swept = |client| match fx.call(MetaRequest::RenewLease {
+            ino: ROOT_INO,
+            client,
+        }) {
+            Response::Lease { free, .. } => free.iter().map(|o| o.ino).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert!(swept(3).is_empty(), "being freed by the unlink's client");
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(swept(3), vec![a.ino], "its freeing stopped: again");
+        assert!(swept(4).is_empty(), "once");
+        assert_eq!(fx.call(MetaRequest::Reclaim { ino: a.ino }), Response::Unit);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert!(swept(4).is_empty(), "reclaimed");
+    }
+
     /// The kernel sends a close (FUSE release) without waiting for it, so
     /// an unlink right after a close races with it: exactly one of them
     /// must get the orphan to free (both did, and the second `Reclaim`

@@ -110,9 +110,11 @@ pub struct MetaServer {
     /// callers would free it (the second one's `Reclaim` failing, which
     /// fails its unlink with ENOENT).
     handoff: std::sync::Mutex<()>,
-    /// Orphans handed out for freeing and not reclaimed yet (memory only: a
-    /// restart leaves them to the sweep of orphans at the next start).
-    handed: std::sync::Mutex<std::collections::HashSet<weft_proto::types::Ino>>,
+    /// Orphans handed out for freeing and not reclaimed yet, and when
+    /// (memory only: a restart or take-over leaves them to the sweeps). One
+    /// not reclaimed within [`MetaServer::handed_for`] (its client died
+    /// freeing it) may be handed out again.
+    handed: std::sync::Mutex<std::collections::HashMap<Ino, Instant>>,
     pub(crate) metrics: Arc<weft_metrics::MetaMetrics>,
     /// This node's replica of a replicated shard (none: one copy, committed
     /// locally).
@@ -197,13 +199,36 @@ impl MetaServer {
     }
 
     /// Hands `o` out for freeing unless it was handed out already (to a
-    /// last close, or to a claim from another shard). Call under `handoff`.
+    /// last close, or to a claim from another shard) and may still be
+    /// reclaimed. Call under `handoff`.
     fn hand_out(&self, o: Orphan) -> Option<Orphan> {
-        let mut handed = match self.handed.lock() {
+        if self.being_freed(o.ino) {
+            return None;
+        }
+        match self.handed.lock() {
+            Ok(mut g) => g.insert(o.ino, Instant::now()),
+            Err(p) => p.into_inner().insert(o.ino, Instant::now()),
+        };
+        Some(o)
+    }
+
+    /// Whether `ino` was handed out to free lately (see `handed`).
+    fn being_freed(&self, ino: Ino) -> bool {
+        let stale = self.handed_for();
+        let handed = match self.handed.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        handed.insert(o.ino).then_some(o)
+        handed.get(&ino).is_some_and(|at| at.elapsed() < stale)
+    }
+
+    /// How long an orphan handed out waits for its `Reclaim` before it may
+    /// be handed out again: two leases (at least 1 s), a minute without.
+    fn handed_for(&self) -> Duration {
+        match self.spec.lock_lease_ms {
+            0 => Duration::from_secs(60),
+            ms => (2 * Duration::from_millis(ms)).max(Duration::from_secs(1)),
+        }
     }
 
     /// Serves [`ShardOp::Claim`](weft_proto::shard::ShardOp::Claim): the
@@ -237,7 +262,7 @@ impl MetaServer {
             // Looked at again under `handoff`: a close or reclaim may have
             // taken it since the listing.
             let o = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
-                if !self.opens.is_unused(ino, now) || self.was_handed(ino) {
+                if !self.opens.is_unused(ino, now) || self.being_freed(ino) {
                     return Ok(None);
                 }
                 Ok(self
@@ -247,13 +272,6 @@ impl MetaServer {
             out.extend(o);
         }
         Ok(out)
-    }
-
-    fn was_handed(&self, ino: Ino) -> bool {
-        match self.handed.lock() {
-            Ok(g) => g.contains(&ino),
-            Err(p) => p.into_inner().contains(&ino),
-        }
     }
 
     /// Clients of other nodes may hold files of this shard open that it
