@@ -702,6 +702,22 @@ impl Client {
         Ok(attr)
     }
 
+    /// The local side of an open the shard registered with the create (see
+    /// `Client::create_open`); a file that landed on another shard than its
+    /// directory's is registered as any open.
+    pub(crate) async fn opened_at_create(
+        &self,
+        parent: Ino,
+        attr: Attr,
+    ) -> Result<Attr, ClientError> {
+        if weft_proto::types::ino_shard(attr.ino) != weft_proto::types::ino_shard(parent) {
+            return self.open_with(attr.clone(), false).await.map(|()| attr);
+        }
+        self.keep_locks_alive();
+        self.open_local(attr.clone(), false).await?;
+        Ok(attr)
+    }
+
     fn already_open(&self, ino: Ino) -> bool {
         self.open_file(ino).is_some()
     }

@@ -81,8 +81,36 @@ impl Client {
             umask,
             uid,
             gid,
+            open_by: None,
         };
         self.meta_attr(parent, req, Bytes::new(), "create").await
+    }
+
+    /// [`Client::create_masked`] of a regular file that this client opens
+    /// at once (the kernel's create): the shard registers the open with the
+    /// create, so there is no `Opened` request.
+    pub async fn create_open(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr, ClientError> {
+        check_name(name)?;
+        let req = MetaRequest::CreateMasked {
+            parent,
+            name: name.to_vec(),
+            node: NewNode::File,
+            mode,
+            umask,
+            uid,
+            gid,
+            open_by: Some(self.lock_client_id()),
+        };
+        let attr = self.meta_attr(parent, req, Bytes::new(), "create").await?;
+        self.opened_at_create(parent, attr).await
     }
 
     /// A read of `ino` happened: moves its atime if relatime asks for it.

@@ -1004,7 +1004,7 @@ impl Filesystem for WeftFs {
         self.run_here(op_span("create", req, parent.0), move |st| async move {
             let client = &st.client;
             let created = match client
-                .create_masked(parent.0, &name, NewNode::File, perm, umask, uid, gid)
+                .create_open(parent.0, &name, perm, umask, uid, gid)
                 .await
             {
                 Ok(attr) => Ok((attr, false)),
@@ -1031,12 +1031,17 @@ impl Filesystem for WeftFs {
                 };
                 return reply.error(errno);
             }
-            let truncate = existed && args::open_truncates(flags);
-            let attr = match st.open(attr.ino, Some(&attr), truncate).await {
-                // A truncating open changed the size: answer the new attributes.
-                Ok(Some(fresh)) => fresh,
-                Ok(None) => attr,
-                Err(e) => return reply.error(reply_errno("create", attr.ino, &e)),
+            // A file this create made is open already (`create_open`).
+            let attr = if existed {
+                let truncate = args::open_truncates(flags);
+                match st.open(attr.ino, Some(&attr), truncate).await {
+                    // A truncating open changed the size: answer the new attributes.
+                    Ok(Some(fresh)) => fresh,
+                    Ok(None) => attr,
+                    Err(e) => return reply.error(reply_errno("create", attr.ino, &e)),
+                }
+            } else {
+                attr
             };
             reply.created(
                 &TTL,

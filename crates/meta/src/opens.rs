@@ -328,6 +328,31 @@ mod server_tests {
         );
     }
 
+    /// The kernel's create-and-open registers the open with the create: an
+    /// unlink elsewhere keeps the file until that client closes it.
+    #[test]
+    fn a_file_created_open_is_kept_until_its_close() {
+        let fx = Fx::new();
+        let a = fx.attr(MetaRequest::CreateMasked {
+            parent: ROOT_INO,
+            name: b"f".to_vec(),
+            node: weft_proto::types::NewNode::File,
+            mode: 0o644,
+            umask: 0o022,
+            uid: 1,
+            gid: 1,
+            open_by: Some(2),
+        });
+        assert_eq!(fx.unlink(ROOT_INO, "f").unwrap(), None, "open on client 2");
+        match fx.call(MetaRequest::Closed {
+            ino: a.ino,
+            client: 2,
+        }) {
+            Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, a.ino),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// An orphan is handed out to free once; if its `Reclaim` does not come
     /// (the client died freeing it), a renewal hands it out again after two
     /// leases, and a `Reclaim` ends it.

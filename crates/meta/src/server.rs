@@ -512,11 +512,21 @@ impl MetaServer {
                 _ => None,
             };
             let lookup = matches!(req, MetaRequest::Lookup { .. }).then(|| req.clone());
+            let opens_new = matches!(
+                req,
+                MetaRequest::CreateMasked {
+                    open_by: Some(_),
+                    ..
+                }
+            );
             let mut reply = self.dispatch(req, data)?;
             if let (Some(lookup), Response::Attr(a)) = (lookup, &reply.0) {
                 if a.kind == weft_proto::types::FileKind::File && self.flush_writers(a.ino) {
                     reply = self.dispatch(lookup, Bytes::new())?;
                 }
+            }
+            if let (true, Response::Attr(a)) = (opens_new, &reply.0) {
+                grants.push(Grant::Open(a.ino));
             }
             self.grant(&mut grants, listed, &reply.0);
             Ok(reply)
@@ -604,18 +614,30 @@ impl MetaServer {
                 umask,
                 uid,
                 gid,
-            } => Response::Attr(self.write(|s| {
-                let req = ops::create::NewInode {
-                    parent,
-                    name: &name,
-                    node: node.clone(),
-                    mode,
-                    uid,
-                    gid,
-                    umask,
-                };
-                ops::create::create(s, ctx, req)
-            })?),
+                open_by,
+            } => {
+                let attr = self.write(|s| {
+                    let req = ops::create::NewInode {
+                        parent,
+                        name: &name,
+                        node: node.clone(),
+                        mode,
+                        uid,
+                        gid,
+                        umask,
+                    };
+                    ops::create::create(s, ctx, req)
+                })?;
+                if let Some(client) = open_by {
+                    // A new file lives on its directory's shard: this one.
+                    if attr.kind == weft_proto::types::FileKind::File
+                        && weft_proto::types::ino_shard(attr.ino) == self.spec.shard
+                    {
+                        self.opens.open(attr.ino, client, Instant::now());
+                    }
+                }
+                Response::Attr(attr)
+            }
             MetaRequest::TouchAtime { ino } => {
                 match self.read(|s| ops::touch_atime::unchanged(s, ino, ctx.now))? {
                     Some(attr) => Response::Attr(attr),
@@ -1250,17 +1272,20 @@ mod tests {
             b"system.nope".to_vec(),
         ]);
         prop_oneof![
-            (ino(), any::<u32>(), any::<u32>()).prop_map(|(parent, mode, umask)| {
-                MetaRequest::CreateMasked {
-                    parent,
-                    name: b"m".to_vec(),
-                    node: NewNode::Dir,
-                    mode,
-                    umask,
-                    uid: 1,
-                    gid: 1,
+            (ino(), any::<u32>(), any::<u32>(), any::<Option<u64>>()).prop_map(
+                |(parent, mode, umask, open_by)| {
+                    MetaRequest::CreateMasked {
+                        parent,
+                        name: b"m".to_vec(),
+                        node: NewNode::Dir,
+                        mode,
+                        umask,
+                        uid: 1,
+                        gid: 1,
+                        open_by,
+                    }
                 }
-            }),
+            ),
             ino().prop_map(|ino| MetaRequest::TouchAtime { ino }),
             (ino(), lock.clone()).prop_map(|(ino, lock)| MetaRequest::GetLock { ino, lock }),
             (ino(), lock).prop_map(|(ino, lock)| MetaRequest::SetLock { ino, lock }),

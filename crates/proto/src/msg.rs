@@ -399,7 +399,9 @@ pub enum MetaRequest {
     /// requested permission bits *before* the umask. If the parent has a
     /// default ACL, the new inode inherits it (masked by `mode`, umask
     /// ignored; a directory also gets it as its own default ACL); otherwise
-    /// `mode & !umask` applies, as `Create`.
+    /// `mode & !umask` applies, as `Create`. With `open_by`, the new
+    /// regular file is also open by that client, as after `Opened` (the
+    /// kernel's create-and-open: one request instead of two).
     CreateMasked {
         parent: Ino,
         name: Vec<u8>,
@@ -408,6 +410,7 @@ pub enum MetaRequest {
         umask: u32,
         uid: u32,
         gid: u32,
+        open_by: Option<u64>,
     },
     /// A read happened: atime becomes now if relatime asks for it (atime
     /// not after mtime or ctime, or a day old). ctime does not move.

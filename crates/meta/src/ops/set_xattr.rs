@@ -306,6 +306,7 @@ mod tests {
                 umask: 0o077,
                 uid: 5,
                 gid: 5,
+                open_by: None,
             })
         };
         let f = masked("f", NewNode::File);
@@ -342,6 +343,7 @@ mod tests {
             umask: 0o027,
             uid: 5,
             gid: 5,
+            open_by: None,
         });
         assert_eq!(g.perm, 0o640);
         assert!(matches!(get(&fx, g.ino, ACCESS), Response::Error(_)));
