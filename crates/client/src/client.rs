@@ -1312,7 +1312,7 @@ impl Client {
     /// The unlink that orphaned it is made durable first (the shard commits
     /// in groups): a crash must not bring the name back over chunks already
     /// deleted.
-    pub(crate) async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
+    async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
         if has_chunks(o) {
             self.sync_metadata(o.ino).await?;
         }

@@ -11,8 +11,8 @@
 //!   (`Reopen`), so none of them is freed under it if another node unlinks
 //!   it.
 //! - `free`: files unlinked while open whose holders are all gone; the
-//!   client frees them (chunks, then `Reclaim`), as it does the orphans its
-//!   own unlinks and closes are handed.
+//!   client frees them (chunks, then `Reclaim`) in the background, with the
+//!   orphans its own unlinks and closes are handed (`reclaim`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
@@ -78,7 +78,7 @@ async fn renew_shard(client: &Client, shard: ShardId) -> Duration {
             if reopen {
                 send_opens(client, shard).await;
             }
-            free_orphans(client, free).await;
+            free_orphans(client, free);
             if ms > 0 {
                 (Duration::from_millis(ms) / 3).max(MIN_PAUSE)
             } else {
@@ -138,8 +138,10 @@ async fn send_opens(client: &Client, shard: ShardId) {
     }
 }
 
-/// Frees orphans whose holders are gone.
-async fn free_orphans(client: &Client, free: Vec<Orphan>) {
+/// Frees orphans whose holders are gone, in the background with the
+/// client's own unlinked files (so the renewals of the other shards do not
+/// wait for it).
+fn free_orphans(client: &Client, free: Vec<Orphan>) {
     for o in free {
         if client.has_open(o.ino) {
             warn!(
@@ -148,8 +150,6 @@ async fn free_orphans(client: &Client, free: Vec<Orphan>) {
             );
             continue;
         }
-        if let Err(e) = client.reclaim(&o).await {
-            warn!(ino = o.ino, error = %e, "cannot free a file unlinked while open elsewhere");
-        }
+        client.free_orphan_later(o);
     }
 }
