@@ -72,18 +72,8 @@ impl Client {
         uid: u32,
         gid: u32,
     ) -> Result<Attr, ClientError> {
-        check_name(name)?;
-        let req = MetaRequest::CreateMasked {
-            parent,
-            name: name.to_vec(),
-            node,
-            mode,
-            umask,
-            uid,
-            gid,
-            open_by: None,
-        };
-        self.meta_attr(parent, req, Bytes::new(), "create").await
+        self.create_masked_by(parent, name, node, mode, umask, uid, gid, None)
+            .await
     }
 
     /// [`Client::create_masked`] of a regular file that this client opens
@@ -98,19 +88,38 @@ impl Client {
         uid: u32,
         gid: u32,
     ) -> Result<Attr, ClientError> {
+        let me = Some(self.lock_client_id());
+        let attr = self
+            .create_masked_by(parent, name, NewNode::File, mode, umask, uid, gid, me)
+            .await?;
+        self.opened_at_create(parent, attr).await
+    }
+
+    /// `CreateMasked`, registering an open by `open_by` with it.
+    #[allow(clippy::too_many_arguments)]
+    async fn create_masked_by(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        node: NewNode,
+        mode: u32,
+        umask: u32,
+        uid: u32,
+        gid: u32,
+        open_by: Option<u64>,
+    ) -> Result<Attr, ClientError> {
         check_name(name)?;
         let req = MetaRequest::CreateMasked {
             parent,
             name: name.to_vec(),
-            node: NewNode::File,
+            node,
             mode,
             umask,
             uid,
             gid,
-            open_by: Some(self.lock_client_id()),
+            open_by,
         };
-        let attr = self.meta_attr(parent, req, Bytes::new(), "create").await?;
-        self.opened_at_create(parent, attr).await
+        self.meta_attr(parent, req, Bytes::new(), "create").await
     }
 
     /// A read of `ino` happened: moves its atime if relatime asks for it.

@@ -254,24 +254,14 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
         },
         M::Opened { ino, .. } => M::Opened { ino, client: from },
         M::CreateMasked {
-            parent,
-            name,
-            node,
-            mode,
-            umask,
-            uid,
-            gid,
-            open_by,
-        } => M::CreateMasked {
-            parent,
-            name,
-            node,
-            mode,
-            umask,
-            uid,
-            gid,
-            open_by: open_by.map(|_| from),
-        },
+            open_by: Some(_), ..
+        } => {
+            let mut req = req;
+            if let M::CreateMasked { open_by, .. } = &mut req {
+                *open_by = Some(from);
+            }
+            req
+        }
         M::Closed { ino, .. } => M::Closed { ino, client: from },
         M::SetAttr { ino, set, .. } => M::SetAttr {
             ino,
