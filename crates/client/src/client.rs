@@ -147,6 +147,8 @@ pub struct Client {
     pub(crate) tokens: TokenKeeper,
     /// Unlinked files freed in the background.
     reclaims: ReclaimQueue,
+    /// The buckets of the split directories met (see `split`).
+    pub(crate) splits: crate::split::SplitDirs,
     /// This client, for the tasks it starts.
     me: Weak<Client>,
 }
@@ -188,6 +190,7 @@ impl Client {
             lease: LeaseKeeper::default(),
             tokens: TokenKeeper::default(),
             reclaims: ReclaimQueue::default(),
+            splits: Default::default(),
             me: me.clone(),
         }))
     }
@@ -254,6 +257,50 @@ impl Client {
                 }
             }
         }
+        // A request about a name goes to the name's bucket of a split
+        // directory; one the directory refuses as `Moved` is resent there.
+        let mut moved = 0;
+        loop {
+            let mut sent = req.clone();
+            let to = self.splits.rewrite(&mut sent).unwrap_or(route);
+            match self.meta_once(to, sent, data.clone()).await {
+                Err(ClientError::Net(weft_net::NetError::Remote(e)))
+                    if e.kind == ErrorKind::Moved && moved < 3 =>
+                {
+                    moved += 1;
+                    for dir in crate::split::SplitDirs::dirs_of(&req) {
+                        self.learn_buckets(dir).await?;
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Asks `dir`'s shard for its buckets (see `split`).
+    pub(crate) async fn learn_buckets(&self, dir: Ino) -> Result<(), ClientError> {
+        if self.splits.buckets(dir).is_some() {
+            return Ok(());
+        }
+        match self
+            .meta_once(dir, MetaRequest::Buckets { dir }, Bytes::new())
+            .await?
+        {
+            (Response::Buckets(list), _) => {
+                self.splits.learn(dir, list);
+                Ok(())
+            }
+            (other, _) => Err(unexpected(&*self.meta_peer(dir)?, "buckets", &other)),
+        }
+    }
+
+    /// One request to the shard of `route`, as it is.
+    async fn meta_once(
+        &self,
+        route: Ino,
+        req: MetaRequest,
+        data: Bytes,
+    ) -> Result<(Response, Bytes), ClientError> {
         let shard = ino_shard(route);
         let answer = self
             .cluster
@@ -299,7 +346,7 @@ impl Client {
                     parent: *parent,
                     name: name.clone(),
                 };
-                Box::pin(self.meta(route, lookup, Bytes::new())).await
+                Box::pin(self.meta_once(route, lookup, Bytes::new())).await
             }
             (MetaRequest::Unlink { .. }, ErrorKind::NotFound) => {
                 Ok((Response::Unlinked { orphan: None }, Bytes::new()))
@@ -588,24 +635,84 @@ impl Client {
         dir: Ino,
         after: Option<Vec<u8>>,
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let (entries, more) = match self.splits.buckets(dir) {
+            Some(buckets) => self.readdir_buckets(&buckets, after).await?,
+            None => match self.readdir_page(dir, after.clone()).await {
+                Err(ClientError::Net(weft_net::NetError::Remote(e)))
+                    if e.kind == ErrorKind::Moved =>
+                {
+                    self.learn_buckets(dir).await?;
+                    let Some(buckets) = self.splits.buckets(dir) else {
+                        return Err(ClientError::Net(weft_net::NetError::Remote(e)));
+                    };
+                    self.readdir_buckets(&buckets, after).await?
+                }
+                other => other?,
+            },
+        };
+        let entries = entries
+            .into_iter()
+            .map(|e| DirEntry {
+                name: e.name,
+                attr: self.overlay(e.attr),
+            })
+            .collect();
+        Ok((entries, more))
+    }
+
+    /// One page of directory (or bucket) `dir`, as its shard gives it.
+    async fn readdir_page(
+        &self,
+        dir: Ino,
+        after: Option<Vec<u8>>,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
         let req = MetaRequest::ReadDir {
             dir,
             after,
-            limit: 1024,
+            limit: READDIR_PAGE as u32,
         };
-        match self.meta(dir, req, Bytes::new()).await? {
-            (Response::Entries { entries, more }, _) => {
-                let entries = entries
-                    .into_iter()
-                    .map(|e| DirEntry {
-                        name: e.name,
-                        attr: self.overlay(e.attr),
-                    })
-                    .collect();
-                Ok((entries, more))
-            }
+        match self.meta_once(dir, req, Bytes::new()).await? {
+            (Response::Entries { entries, more }, _) => Ok((entries, more)),
             (other, _) => Err(unexpected(&*self.meta_peer(dir)?, "readdir", &other)),
         }
+    }
+
+    /// One page of a split directory: every bucket's page after `after`,
+    /// merged in name order, up to the first name past which a bucket has
+    /// more to give, and cut to a page (the rest comes again with the next
+    /// page).
+    async fn readdir_buckets(
+        &self,
+        buckets: &[Ino],
+        after: Option<Vec<u8>>,
+    ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let pages = futures::future::try_join_all(
+            buckets.iter().map(|b| self.readdir_page(*b, after.clone())),
+        )
+        .await?;
+        let mut more = false;
+        let mut bound: Option<Vec<u8>> = None;
+        let mut all = Vec::new();
+        for (entries, m) in pages {
+            if m {
+                more = true;
+                if let Some(last) = entries.last() {
+                    if bound.as_ref().is_none_or(|b| last.name < *b) {
+                        bound = Some(last.name.clone());
+                    }
+                }
+            }
+            all.extend(entries);
+        }
+        if let Some(b) = &bound {
+            all.retain(|e| e.name <= *b);
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        if all.len() > READDIR_PAGE {
+            all.truncate(READDIR_PAGE);
+            more = true;
+        }
+        Ok((all, more))
     }
 
     pub async fn readlink(&self, ino: Ino) -> Result<Vec<u8>, ClientError> {
@@ -708,8 +815,10 @@ impl Client {
     pub(crate) async fn opened_at_create(
         &self,
         parent: Ino,
+        name: &[u8],
         attr: Attr,
     ) -> Result<Attr, ClientError> {
+        let parent = self.splits.home(parent, name);
         if weft_proto::types::ino_shard(attr.ino) != weft_proto::types::ino_shard(parent) {
             return self.open_with(attr.clone(), false).await.map(|()| attr);
         }
@@ -1487,6 +1596,8 @@ impl Client {
 /// Rounds of asking every NSD server for its usage before `statfs` gives
 /// up, when none answers, and the pause between them.
 const STATFS_TRIES: u32 = 5;
+/// Entries per directory page asked of a shard (its most).
+const READDIR_PAGE: usize = 1024;
 const STATFS_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn check_name(name: &[u8]) -> Result<(), ClientError> {

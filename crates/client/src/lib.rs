@@ -28,6 +28,7 @@ mod reclaim;
 mod repair;
 mod route;
 pub mod shard_route;
+mod split;
 mod tokens;
 mod writeback;
 

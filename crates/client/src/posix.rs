@@ -92,7 +92,7 @@ impl Client {
         let attr = self
             .create_masked_by(parent, name, NewNode::File, mode, umask, uid, gid, me)
             .await?;
-        self.opened_at_create(parent, attr).await
+        self.opened_at_create(parent, name, attr).await
     }
 
     /// `CreateMasked`, registering an open by `open_by` with it.

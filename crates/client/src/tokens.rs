@@ -260,12 +260,20 @@ async fn leave(peer: &Peer, fs: FsId, shard: ShardId, acked: u64) {
 
 /// Drops what `r` revokes, here and in the mount, before it is
 /// acknowledged.
-async fn apply(client: &Arc<Client>, r: Revocations) {
+async fn apply(client: &Arc<Client>, mut r: Revocations) {
     if !r.reset && r.items.is_empty() {
         return;
     }
     if r.reset {
         client.drop_all_cached();
+    }
+    // The kernel knows a split directory, not its buckets.
+    for item in r.items.iter_mut() {
+        if let Revoke::Entry { parent, .. } = item {
+            if let Some(dir) = client.splits.dir_of(*parent) {
+                *parent = dir;
+            }
+        }
     }
     for item in &r.items {
         match item {

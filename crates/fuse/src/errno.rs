@@ -26,7 +26,7 @@ pub fn errno(kind: ErrorKind) -> i32 {
         ErrorKind::Busy => libc::EBUSY,
         ErrorKind::Unsupported => libc::ENOTSUP,
         ErrorKind::Loop => libc::ELOOP,
-        ErrorKind::NoService | ErrorKind::NotServing => libc::EIO,
+        ErrorKind::NoService | ErrorKind::NotServing | ErrorKind::Moved => libc::EIO,
         // A configuration change without quorum: the application may retry.
         ErrorKind::NoQuorum => libc::EAGAIN,
         ErrorKind::Stale => libc::ESTALE,

@@ -19,14 +19,17 @@
 //! removed, an entry's kind set to its inode's, orphan records that name an
 //! inode with entries, or no inode, removed. Not repaired (reported): a
 //! directory no entry names, or named twice; undecodable records; records
-//! on the wrong shard.
+//! on the wrong shard. A split directory's buckets (`ops::split`) are
+//! directories of their own that no entry names: each must be listed by its
+//! directory, and a subdirectory in a bucket has the bucket's directory as
+//! its parent.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use weft_proto::shard::{KvChange, KvGot, Space};
 use weft_proto::types::{ino_shard, FileKind, Ino, ShardId, ROOT_INO};
 
-use crate::inode::Inode;
+use crate::inode::{Inode, Split};
 use crate::kv::encode_entry;
 use crate::schema::{kind_code, kind_from_code, split_child_key};
 
@@ -265,7 +268,18 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
             {
                 *subdirs.entry(parent).or_default() += 1;
             }
-            names.entry(ino).or_default().push((parent, shown));
+            // A bucket's entries are its directory's.
+            let real = match inodes.get(&parent) {
+                Some((
+                    Inode {
+                        split: Some(Split::Of { dir, .. }),
+                        ..
+                    },
+                    _,
+                )) => *dir,
+                _ => parent,
+            };
+            names.entry(ino).or_default().push((real, shown));
         }
     }
     for (ino, (i, raw)) in &inodes {
@@ -311,7 +325,23 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
                 said.push(what.clone());
                 r.problems.push(what);
             }
-            if *ino == ROOT_INO {
+            if let Some(Split::Of { dir, index, .. }) = &i.split {
+                let listed = match inodes.get(dir) {
+                    Some((
+                        Inode {
+                            split: Some(Split::Buckets(list)),
+                            ..
+                        },
+                        _,
+                    )) => list.get(usize::from(*index)) == Some(ino),
+                    _ => false,
+                };
+                if !listed {
+                    r.problems.push(format!(
+                        "directory {ino} is bucket {index} of directory {dir}, which does not list it (not repaired)"
+                    ));
+                }
+            } else if *ino == ROOT_INO {
                 if !named.is_empty() {
                     r.problems
                         .push(format!("the root is named by {} entries", named.len()));

@@ -5,7 +5,10 @@
 //! record and is checked before the rest is decoded. Version 2
 //! ([`INODE_RECORD_V2`]) is version 1 followed by the bytes allocated to the
 //! file's chunks; a version-1 record reads with the allocation its size
-//! implies (what version 1 reported), and is written back as version 2. A
+//! implies (what version 1 reported), and is written back as version 2.
+//! Version 3 ([`INODE_RECORD_V3`]) is version 2 followed by a directory's
+//! [`Split`]; only a split directory and its buckets are written as version
+//! 3, so every other record stays readable by builds before splitting. A
 //! record that does not decode is an [`OpError::Corrupt`] naming the inode,
 //! never a panic.
 
@@ -19,6 +22,20 @@ use crate::fail::OpError;
 pub(crate) const INODE_RECORD_V1: u8 = 1;
 /// Version of the inode record this build writes (and reads, with V1).
 pub(crate) const INODE_RECORD_V2: u8 = 2;
+/// Version 2 and a [`Split`]: a split directory or one of its buckets.
+pub(crate) const INODE_RECORD_V3: u8 = 3;
+
+/// How a directory's entries are spread (see `ops::split`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Split {
+    /// A split directory: bucket *i*'s inode holds the entries whose
+    /// `name_bucket(name, buckets.len())` is *i*; the directory holds none.
+    Buckets(Vec<Ino>),
+    /// Bucket `index` of `of` of directory `dir`: a directory record of its
+    /// own (mode, owner and ACLs copied from `dir`, its own times and link
+    /// count) under which those entries are stored.
+    Of { dir: Ino, index: u16, of: u16 },
+}
 
 const S_ISUID: u32 = 0o4000;
 const S_ISGID: u32 = 0o2000;
@@ -56,6 +73,10 @@ pub(crate) struct Inode {
     /// clients report the NSDs' answers. Encoded after the V1 fields.
     #[serde(skip)]
     pub allocated: u64,
+    /// A split directory's buckets, or the directory a bucket belongs to.
+    /// Encoded after `allocated`, in version-3 records only.
+    #[serde(skip)]
+    pub split: Option<Split>,
 }
 
 impl Inode {
@@ -87,6 +108,7 @@ impl Inode {
             inline: None,
             target: None,
             allocated: 0,
+            split: None,
         }
     }
 
@@ -95,35 +117,55 @@ impl Inode {
             ino,
             reason: format!("cannot encode inode record: {e}"),
         };
-        let v2 = Inode {
-            version: INODE_RECORD_V2,
+        let version = if self.split.is_some() {
+            INODE_RECORD_V3
+        } else {
+            INODE_RECORD_V2
+        };
+        let head = Inode {
+            version,
             ..self.clone()
         };
-        let bytes = postcard::to_stdvec(&v2).map_err(failed)?;
-        postcard::to_extend(&self.allocated, bytes).map_err(failed)
+        let bytes = postcard::to_stdvec(&head).map_err(failed)?;
+        let bytes = postcard::to_extend(&self.allocated, bytes).map_err(failed)?;
+        match &self.split {
+            Some(split) => postcard::to_extend(split, bytes).map_err(failed),
+            None => Ok(bytes),
+        }
     }
 
     pub(crate) fn decode(ino: Ino, bytes: &[u8]) -> Result<Self, OpError> {
         let corrupt = |reason: String| OpError::Corrupt { ino, reason };
         let version = match bytes.first() {
             None => return Err(corrupt("empty inode record".into())),
-            Some(&v) if v == INODE_RECORD_V1 || v == INODE_RECORD_V2 => v,
+            Some(&v) if (INODE_RECORD_V1..=INODE_RECORD_V3).contains(&v) => v,
             Some(v) => {
                 return Err(corrupt(format!(
                     "inode record version {v}, this build reads versions \
-                     {INODE_RECORD_V1} and {INODE_RECORD_V2}"
+                     {INODE_RECORD_V1} to {INODE_RECORD_V3}"
                 )))
             }
         };
         let (mut inode, rest) = postcard::take_from_bytes::<Inode>(bytes)
             .map_err(|e| corrupt(format!("undecodable inode record: {e}")))?;
-        let rest = if version == INODE_RECORD_V2 {
+        let rest = if version >= INODE_RECORD_V2 {
             let (allocated, rest) = postcard::take_from_bytes::<u64>(rest)
                 .map_err(|e| corrupt(format!("undecodable allocation of the inode: {e}")))?;
             inode.allocated = allocated;
             rest
         } else {
             inode.allocated = inode.dense_allocation();
+            rest
+        };
+        let rest = if version == INODE_RECORD_V3 {
+            let (split, rest) = postcard::take_from_bytes::<Split>(rest)
+                .map_err(|e| corrupt(format!("undecodable split of the directory: {e}")))?;
+            if inode.kind != FileKind::Dir {
+                return Err(corrupt(format!("a split record on a {:?}", inode.kind)));
+            }
+            inode.split = Some(split);
+            rest
+        } else {
             rest
         };
         inode.version = INODE_RECORD_V2;
@@ -285,10 +327,41 @@ mod tests {
         let mut bytes = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default())
             .encode(77)
             .unwrap();
-        bytes[0] = 3;
+        bytes[0] = 4;
         let msg = Inode::decode(77, &bytes).unwrap_err().to_string();
-        assert!(msg.contains("77") && msg.contains("version 3"), "{msg}");
+        assert!(msg.contains("77") && msg.contains("version 4"), "{msg}");
         assert!(Inode::decode(77, &[]).is_err());
+    }
+
+    #[test]
+    fn split_directories_are_version_3_records() {
+        let mut d = Inode::new(FileKind::Dir, 0o755, 0, 0, 1, Timespec::default());
+        assert_eq!(
+            d.encode(9).unwrap()[0],
+            INODE_RECORD_V2,
+            "unsplit: as before"
+        );
+        d.split = Some(Split::Buckets(vec![11, 12, 13]));
+        let bytes = d.encode(9).unwrap();
+        assert_eq!(bytes[0], INODE_RECORD_V3);
+        assert_eq!(Inode::decode(9, &bytes).unwrap().split, d.split);
+        d.split = Some(Split::Of {
+            dir: 9,
+            index: 2,
+            of: 3,
+        });
+        let bytes = d.encode(12).unwrap();
+        assert_eq!(Inode::decode(12, &bytes).unwrap(), d);
+        for cut in 1..bytes.len() {
+            assert!(Inode::decode(12, &bytes[..cut]).is_err());
+        }
+        // Only directories split.
+        let mut f = Inode::new(FileKind::File, 0o644, 0, 0, 1, Timespec::default());
+        f.split = Some(Split::Buckets(vec![1]));
+        let msg = Inode::decode(5, &f.encode(5).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("split"), "{msg}");
     }
 
     #[test]

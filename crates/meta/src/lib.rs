@@ -116,6 +116,7 @@ mod route;
 mod schema;
 mod server;
 mod spec;
+mod splitting;
 mod store;
 mod sync;
 pub mod tokens;

@@ -121,6 +121,8 @@ pub struct MetaServer {
     replica: RwLock<Option<Arc<ShardGroup>>>,
     /// A replicated shard's one writer (see `txn`).
     pub(crate) writer: std::sync::Mutex<()>,
+    /// Directories to check for splitting, and those being split.
+    splitting: crate::splitting::Splitting,
 }
 
 /// Orphans one lease answer hands out for freeing, at most.
@@ -158,6 +160,7 @@ impl MetaServer {
             opens: OpenTable::with_lease(lease),
             handoff: std::sync::Mutex::default(),
             handed: std::sync::Mutex::default(),
+            splitting: Default::default(),
             metrics,
             replica: RwLock::new(None),
             writer: std::sync::Mutex::new(()),
@@ -248,6 +251,87 @@ impl MetaServer {
     /// their lease ran out, or they did not say they have them open after a
     /// take-over): handed to a client renewing its lease, to free, at most
     /// [`SWEPT_PER_LEASE`] at a time. None during a grace.
+    /// Splits the directories of this shard that reached the file system's
+    /// `--dir-split` (see `ops::split`; called about once a second by the
+    /// node, with `resolve_stale`). Returns how many it split.
+    pub fn split_due(&self) -> usize {
+        let due = self.splitting.take_due();
+        if due.is_empty() || self.ready().is_err() {
+            return 0;
+        }
+        let mut split = 0;
+        for dir in due {
+            self.splitting.begin(dir);
+            let started = Instant::now();
+            let ctx = Ctx {
+                spec: &self.spec,
+                now: Timespec::now(),
+            };
+            let done = self.write(|s| ops::split::split(s, &ctx, dir));
+            self.splitting.end(dir);
+            match done {
+                Ok(true) => {
+                    split += 1;
+                    tracing::info!(
+                        dir,
+                        buckets = self.spec.shards,
+                        ms = started.elapsed().as_millis() as u64,
+                        "split a directory over every shard"
+                    );
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(dir, error = %e, "cannot split a directory yet"),
+            }
+        }
+        split
+    }
+
+    /// Waits while a directory whose entries `req` changes is being split
+    /// here (see `splitting`); on the caller's thread it does not wait but
+    /// escapes to the blocking pool.
+    fn wait_split(&self, req: &MetaRequest) -> Result<(), OpError> {
+        let dirs: [Ino; 2] = match req {
+            MetaRequest::Create { parent, .. }
+            | MetaRequest::CreateMasked { parent, .. }
+            | MetaRequest::Unlink { parent, .. }
+            | MetaRequest::Rmdir { parent, .. } => [*parent, *parent],
+            MetaRequest::Link { new_parent, .. } => [*new_parent, *new_parent],
+            MetaRequest::Rename {
+                parent, new_parent, ..
+            } => [*parent, *new_parent],
+            _ => return Ok(()),
+        };
+        let start = Instant::now();
+        while self.splitting.any_active(&dirs) {
+            if local_only() || start.elapsed() >= LOCK_WAIT {
+                let e = Err(OpError::Locked { txid: 0 });
+                note_escape(&e);
+                return e;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
+    /// The directory of this shard `req` adds an entry to, counted for
+    /// [`Self::split_due`] once the request succeeded; none when this file
+    /// system does not split.
+    fn grown_dir(&self, req: &MetaRequest) -> Option<Ino> {
+        if self.spec.shards <= 1 || self.spec.dir_split == 0 {
+            return None;
+        }
+        let dir = match req {
+            MetaRequest::Create { parent, .. } | MetaRequest::CreateMasked { parent, .. } => {
+                *parent
+            }
+            MetaRequest::Link { new_parent, .. } | MetaRequest::Rename { new_parent, .. } => {
+                *new_parent
+            }
+            _ => return None,
+        };
+        (weft_proto::types::ino_shard(dir) == self.spec.shard).then_some(dir)
+    }
+
     fn sweep_orphans(&self, now: Instant) -> Result<Vec<Orphan>, OpError> {
         if self.opens.in_grace(now) {
             return Ok(Vec::new());
@@ -519,7 +603,13 @@ impl MetaServer {
                     ..
                 }
             );
+            self.wait_split(&req)?;
+            let grown = self.grown_dir(&req);
             let mut reply = self.dispatch(req, data)?;
+            if let Some(dir) = grown {
+                let every = crate::splitting::Splitting::interval(self.spec.dir_split);
+                self.splitting.note(dir, every);
+            }
             if let (Some(lookup), Response::Attr(a)) = (lookup, &reply.0) {
                 if a.kind == weft_proto::types::FileKind::File && self.flush_writers(a.ino) {
                     reply = self.dispatch(lookup, Bytes::new())?;
@@ -810,6 +900,9 @@ impl MetaServer {
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),
+            MetaRequest::Buckets { dir } => {
+                Response::Buckets(self.read(|s| ops::split::buckets(s, dir))?)
+            }
             MetaRequest::Writing { ino } => {
                 self.read(|s| ops::getattr::getattr(s, ino))?;
                 self.revoke(
@@ -1035,6 +1128,7 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::SetVoters { .. } => "set_voters",
         MetaRequest::Writing { .. } => "writing",
         MetaRequest::Reopen { .. } => "reopen",
+        MetaRequest::Buckets { .. } => "buckets",
     }
 }
 

@@ -43,6 +43,9 @@ pub struct MetaSpec {
     /// Locks of a client not heard from for this many milliseconds are
     /// dropped (GPFS's failure detection time); 0 keeps them for ever.
     pub lock_lease_ms: u64,
+    /// A directory that holds this many entries splits over every shard
+    /// (see `ops::split`); 0 never splits.
+    pub dir_split: u64,
 }
 
 impl MetaSpec {
@@ -69,6 +72,7 @@ impl MetaSpec {
             durable: false,
             sync_interval_ms: 50,
             lock_lease_ms,
+            dir_split: fs.dir_split,
         })
     }
 

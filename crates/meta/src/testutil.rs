@@ -28,6 +28,7 @@ pub(crate) fn spec() -> MetaSpec {
         durable: false,
         sync_interval_ms: 0,
         lock_lease_ms: 0,
+        dir_split: 0,
     }
 }
 
@@ -284,9 +285,15 @@ impl crate::ShardPeers for InProc {
 
 impl Shards {
     pub(crate) fn new(n: u16) -> Shards {
+        Shards::with(n, |_| {})
+    }
+
+    /// [`Shards::new`] with the spec changed by `f`.
+    pub(crate) fn with(n: u16, f: impl FnOnce(&mut MetaSpec)) -> Shards {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = spec();
         spec.shards = n;
+        f(&mut spec);
         let net = std::sync::Arc::new(InProc::default());
         let mut s = Shards {
             dir,

@@ -274,6 +274,7 @@ impl Shard {
             durable: false,
             sync_interval_ms: 0,
             lock_lease_ms: 0,
+            dir_split: 0,
         };
         let srv = MetaServer::open(&dir.path().join("s.redb"), spec).unwrap();
         Shard { _dir: dir, srv }

@@ -284,7 +284,16 @@ pub struct FsInfo {
     /// moves copies onto them.
     #[serde(default)]
     pub spares: Vec<NsdId>,
+    /// A directory that holds this many entries splits them by name hash
+    /// over every metadata shard (`weft fs create --dir-split`); 0 never
+    /// splits (file systems made before splitting existed).
+    #[serde(default)]
+    pub dir_split: u64,
 }
+
+/// `--dir-split` of a new file system: entries after which a directory
+/// spreads over every shard.
+pub const DEFAULT_DIR_SPLIT: u64 = 8192;
 
 impl FsInfo {
     pub fn chain_table(&self, pool: &str) -> Option<&ChainTable> {

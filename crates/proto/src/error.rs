@@ -75,6 +75,10 @@ pub enum ErrorKind {
     /// The node serves no such NSD (yet): a node opens the NSDs the
     /// configuration gives it once it learns of them. Resend a little later.
     NotServing,
+    /// The directory is split and the name's entry lives in another of its
+    /// buckets: fetch the directory's buckets (`MetaRequest::Buckets`) and
+    /// resend there. Never reaches an application.
+    Moved,
 }
 
 impl ErrorKind {

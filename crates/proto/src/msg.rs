@@ -499,6 +499,12 @@ pub enum MetaRequest {
         client: u64,
         open: Vec<Ino>,
     },
+    /// The buckets of directory `dir` (`Response::Buckets`): empty while it
+    /// is not split; otherwise bucket *i* holds the entries whose
+    /// `name_bucket(name, n)` is *i* (one of them is `dir` itself).
+    Buckets {
+        dir: Ino,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -750,6 +756,8 @@ pub enum Response {
     Revoked(crate::token::Revocations),
     /// Answer to `MetaRequest::Replica`.
     Replica(ReplicaInfo),
+    /// The buckets of a split directory (`MetaRequest::Buckets`).
+    Buckets(Vec<Ino>),
 }
 
 /// One replica's view of its shard's Raft group.

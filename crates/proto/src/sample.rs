@@ -65,6 +65,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             shards: vec![ShardInfo::single(0, 1)],
             chain_tables: vec![table],
             spares: Vec::new(),
+            dir_split: 0,
         }],
     }
 }

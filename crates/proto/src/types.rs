@@ -25,6 +25,17 @@ pub fn ino_shard(ino: Ino) -> ShardId {
     (ino >> SHARD_SHIFT) as ShardId
 }
 
+/// The bucket of a split directory that holds entry `name`, of `buckets`
+/// (at least 1): FNV-1a over the name. Clients and shards must agree on it,
+/// so it never changes for a given on-disk format.
+pub fn name_bucket(name: &[u8], buckets: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % buckets.max(1) as u64) as usize
+}
+
 /// Longest file name, as on Linux.
 pub const NAME_MAX: usize = 255;
 /// Longest symlink target.

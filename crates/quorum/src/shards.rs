@@ -197,6 +197,7 @@ mod tests {
                 shards: vec![shard(0), shard(1), ShardInfo::single(2, 1)],
                 chain_tables: vec![],
                 spares: vec![],
+                dir_split: 0,
             }],
         }
     }

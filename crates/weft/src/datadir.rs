@@ -147,6 +147,8 @@ pub struct NewCluster {
     pub block_size: u32,
     /// Metadata shards of the file system (all on this node).
     pub meta_shards: u16,
+    /// `--dir-split` of the file system.
+    pub dir_split: u64,
     pub nsd_type: NsdType,
 }
 
@@ -277,6 +279,7 @@ pub fn plan_cluster(
             .collect(),
         chain_tables: vec![table],
         spares: Vec::new(),
+        dir_split: opts.dir_split,
     };
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();

@@ -24,7 +24,7 @@ use weft_proto::layout::Layout;
 use weft_proto::types::{ino_shard, Attr, FileKind, Ino, NewNode, ShardId};
 use weft_proto::ErrorKind;
 
-use super::{load_dir, one_more_link, touch_dir, Ctx};
+use super::{one_more_link, touch_dir, Ctx};
 use crate::acl::{self, Acl};
 use crate::fail::{refuse, OpError};
 use crate::inode::Inode;
@@ -61,7 +61,7 @@ pub(crate) fn create(
         umask,
     } = req;
     check_name(name)?;
-    let dir = load_dir(s, parent)?;
+    let dir = super::split::entry_dir(s, parent, name)?;
     if s.entry(parent, name)?.is_some() {
         return Err(refuse(
             ErrorKind::Exists,
@@ -128,7 +128,7 @@ pub(crate) fn create(
         NewNode::Dir => {
             one_more_link(dir.nlink, parent)?;
             inode.nlink = 2;
-            inode.parent = parent;
+            inode.parent = super::split::real_dir(parent, &dir);
             parent_links = 1;
         }
         NewNode::Symlink { target } => {

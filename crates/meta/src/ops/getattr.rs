@@ -7,7 +7,7 @@ use crate::fail::OpError;
 use crate::store::Reader;
 
 pub(crate) fn getattr(r: &impl Reader, ino: Ino) -> Result<Attr, OpError> {
-    Ok(load(r, ino)?.attr(ino))
+    super::split::dir_attr(r, ino, &load(r, ino)?)
 }
 
 #[cfg(test)]

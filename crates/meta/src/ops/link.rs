@@ -5,7 +5,7 @@
 use weft_proto::types::{Attr, Ino};
 use weft_proto::ErrorKind;
 
-use super::{load, load_dir, one_more_link, touch_dir, Ctx};
+use super::{load, one_more_link, touch_dir, Ctx};
 use crate::fail::{refuse, OpError};
 use crate::names::{check_name, show};
 use crate::store::{Entry, Reader, WriteStore};
@@ -19,7 +19,7 @@ pub(crate) fn link(
 ) -> Result<Attr, OpError> {
     check_name(new_name)?;
     let mut inode = load(s, ino)?;
-    load_dir(s, new_parent)?;
+    super::split::entry_dir(s, new_parent, new_name)?;
     if s.entry(new_parent, new_name)?.is_some() {
         return Err(refuse(
             ErrorKind::Exists,

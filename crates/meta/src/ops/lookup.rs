@@ -2,16 +2,16 @@
 
 use weft_proto::types::{Attr, Ino};
 
-use super::{entry_inode, load_dir, resolve};
+use super::{entry_inode, resolve};
 use crate::fail::OpError;
 use crate::names::check_name;
 use crate::store::Reader;
 
 pub(crate) fn lookup(r: &impl Reader, parent: Ino, name: &[u8]) -> Result<Attr, OpError> {
     check_name(name)?;
-    load_dir(r, parent)?;
+    super::split::entry_dir(r, parent, name)?;
     let e = resolve(r, parent, name)?;
-    Ok(entry_inode(r, &e)?.attr(e.ino))
+    super::split::dir_attr(r, e.ino, &entry_inode(r, &e)?)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub(crate) mod rename;
 pub(crate) mod rmdir;
 pub(crate) mod set_xattr;
 pub(crate) mod setattr;
+pub(crate) mod split;
 pub(crate) mod touch_atime;
 pub(crate) mod uninline;
 pub(crate) mod unlink;

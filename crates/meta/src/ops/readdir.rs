@@ -18,12 +18,20 @@ pub(crate) fn readdir(
     after: Option<&[u8]>,
     limit: u32,
 ) -> Result<(Vec<DirEntry>, bool), OpError> {
-    load_dir(r, dir)?;
+    if let Some(crate::inode::Split::Buckets(b)) = load_dir(r, dir)?.split {
+        return Err(crate::fail::refuse(
+            weft_proto::ErrorKind::Moved,
+            format!(
+                "directory {dir} is split over {} buckets: list them",
+                b.len()
+            ),
+        ));
+    }
     let limit = limit.min(MAX_PAGE) as usize;
     let (items, more) = r.entries(dir, after, limit)?;
     let mut entries = Vec::with_capacity(items.len());
     for (name, e) in items {
-        let attr = entry_inode(r, &e)?.attr(e.ino);
+        let attr = super::split::dir_attr(r, e.ino, &entry_inode(r, &e)?)?;
         entries.push(DirEntry { name, attr });
     }
     Ok((entries, more))

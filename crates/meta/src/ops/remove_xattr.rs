@@ -24,7 +24,8 @@ pub(crate) fn remove_xattr(
         ));
     }
     inode.ctime = ctx.now;
-    s.put_inode(ino, &inode)
+    s.put_inode(ino, &inode)?;
+    super::split::mirror_xattr(s, ino, name, None)
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@
 use weft_proto::types::{FileKind, Ino, Orphan, RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 
+use super::split::{entry_dir, is_empty, real_dir_of, remove_dir};
 use super::unlink::drop_link;
-use super::{entry_inode, load_dir, resolve, touch_dir, Ctx};
+use super::{entry_inode, resolve, touch_dir, Ctx};
 use crate::fail::{refuse, OpError};
 use crate::names::{check_name, show};
 use crate::store::{Entry, Reader, WriteStore};
@@ -42,8 +43,8 @@ pub(crate) fn rename(
 ) -> Result<Option<Orphan>, OpError> {
     check_name(m.name)?;
     check_name(m.new_name)?;
-    load_dir(s, m.parent)?;
-    load_dir(s, m.new_parent)?;
+    entry_dir(s, m.parent, m.name)?;
+    entry_dir(s, m.new_parent, m.new_name)?;
     let src = resolve(s, m.parent, m.name)?;
     let dst = s.entry(m.new_parent, m.new_name)?;
     match (m.mode, dst) {
@@ -125,13 +126,13 @@ fn move_entry(
                 ))
             }
             (true, true) => {
-                if s.has_entries(d.ino)? {
+                if !is_empty(s, d.ino, &victim)? {
                     return Err(refuse(
                         ErrorKind::NotEmpty,
                         format!("directory {:?} is not empty", show(m.new_name)),
                     ));
                 }
-                s.remove_inode(d.ino, &victim)?;
+                remove_dir(s, d.ino, &victim)?;
                 new_parent_links -= 1;
             }
             (false, false) => orphan = drop_link(s, ctx, d.ino, &mut victim)?,
@@ -143,7 +144,7 @@ fn move_entry(
     moved.ctime = ctx.now;
     let mut old_parent_links = 0i64;
     if moved.is_dir() && m.parent != m.new_parent {
-        moved.parent = m.new_parent;
+        moved.parent = real_dir_of(s, m.new_parent)?;
         old_parent_links -= 1;
         new_parent_links += 1;
     }
@@ -167,7 +168,7 @@ fn exchange(
         let mut inode = entry_inode(s, &e)?;
         inode.ctime = ctx.now;
         if inode.is_dir() && m.parent != m.new_parent {
-            inode.parent = to;
+            inode.parent = real_dir_of(s, to)?;
             if to == m.new_parent {
                 new_links += 1;
                 old_links -= 1;

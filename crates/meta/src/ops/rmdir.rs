@@ -4,10 +4,11 @@
 use weft_proto::types::{Ino, ROOT_INO};
 use weft_proto::ErrorKind;
 
-use super::{entry_inode, load_dir, resolve, touch_dir, Ctx};
+use super::split::{entry_dir, is_empty, remove_dir};
+use super::{entry_inode, resolve, touch_dir, Ctx};
 use crate::fail::{refuse, OpError};
 use crate::names::{check_name, show};
-use crate::store::{Reader, WriteStore};
+use crate::store::WriteStore;
 
 pub(crate) fn rmdir(
     s: &mut WriteStore<'_>,
@@ -16,7 +17,7 @@ pub(crate) fn rmdir(
     name: &[u8],
 ) -> Result<(), OpError> {
     check_name(name)?;
-    load_dir(s, parent)?;
+    entry_dir(s, parent, name)?;
     let e = resolve(s, parent, name)?;
     if e.ino == ROOT_INO {
         return Err(refuse(
@@ -31,14 +32,14 @@ pub(crate) fn rmdir(
             format!("{:?} is not a directory", show(name)),
         ));
     }
-    if s.has_entries(e.ino)? {
+    if !is_empty(s, e.ino, &inode)? {
         return Err(refuse(
             ErrorKind::NotEmpty,
             format!("directory {:?} is not empty", show(name)),
         ));
     }
     s.remove_entry(parent, name)?;
-    s.remove_inode(e.ino, &inode)?;
+    remove_dir(s, e.ino, &inode)?;
     touch_dir(s, parent, -1, ctx.now)
 }
 

@@ -75,7 +75,9 @@ pub(crate) fn set_xattr(
         if a.is_minimal() {
             s.remove_xattr(ino, name)?;
             inode.ctime = ctx.now;
-            return s.put_inode(ino, &inode);
+            s.put_inode(ino, &inode)?;
+            super::split::mirror_xattr(s, ino, name, None)?;
+            return super::split::mirror(s, &inode);
         }
     }
     if !present {
@@ -89,7 +91,9 @@ pub(crate) fn set_xattr(
     }
     s.put_xattr(ino, name, value)?;
     inode.ctime = ctx.now;
-    s.put_inode(ino, &inode)
+    s.put_inode(ino, &inode)?;
+    super::split::mirror_xattr(s, ino, name, Some(value))?;
+    super::split::mirror(s, &inode)
 }
 
 /// `Unsupported` for a name outside the namespaces this file system keeps.

@@ -76,6 +76,7 @@ pub(crate) fn setattr(
             })?;
             a.chmod(inode.perm);
             s.put_xattr(ino, acl::ACCESS, &a.encode())?;
+            super::split::mirror_xattr(s, ino, acl::ACCESS, Some(&a.encode()))?;
         }
     }
     if let Some(t) = atime {
@@ -86,7 +87,8 @@ pub(crate) fn setattr(
     }
     inode.ctime = ctx.now;
     s.put_inode(ino, &inode)?;
-    Ok(inode.attr(ino))
+    super::split::mirror(s, &inode)?;
+    super::split::dir_attr(s, ino, &inode)
 }
 
 fn resolve_time(t: TimeSet, now: Timespec) -> Result<Timespec, OpError> {

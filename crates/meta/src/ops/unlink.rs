@@ -5,7 +5,8 @@
 use weft_proto::types::{Ino, Orphan};
 use weft_proto::ErrorKind;
 
-use super::{entry_inode, load_dir, resolve, touch_dir, Ctx};
+use super::split::entry_dir;
+use super::{entry_inode, resolve, touch_dir, Ctx};
 use crate::fail::{refuse, OpError};
 use crate::names::{check_name, show};
 use crate::store::WriteStore;
@@ -17,7 +18,7 @@ pub(crate) fn unlink(
     name: &[u8],
 ) -> Result<Option<Orphan>, OpError> {
     check_name(name)?;
-    load_dir(s, parent)?;
+    entry_dir(s, parent, name)?;
     let e = resolve(s, parent, name)?;
     let mut inode = entry_inode(s, &e)?;
     if inode.is_dir() {

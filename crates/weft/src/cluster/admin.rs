@@ -88,6 +88,11 @@ pub struct FsCreateArgs {
     /// metadata work spreads over them. Default: one per meta node.
     #[arg(long)]
     pub meta_shards: Option<u16>,
+    /// A directory that reaches this many entries spreads them over every
+    /// metadata shard by name hash, so many clients creating in one
+    /// directory use every shard (0: never).
+    #[arg(long, default_value_t = weft_proto::config::DEFAULT_DIR_SPLIT)]
+    pub dir_split: u64,
     #[command(flatten)]
     pub target: Target,
 }
@@ -416,6 +421,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             shards,
             chain_tables: tables,
             spares: Vec::new(),
+            dir_split: args.dir_split,
         };
         call_manager(
             pool,

@@ -672,7 +672,8 @@ async fn serve_node(
         },
     );
     // Cross-shard transactions left half done by a crash or a lost message
-    // are settled in the background (see `weft_meta::twopc`).
+    // are settled in the background (see `weft_meta::twopc`), and
+    // directories that grew past `--dir-split` are split.
     let settle = {
         let node = node.clone();
         tokio::spawn(async move {
@@ -682,6 +683,7 @@ async fn serve_node(
                 let _ = tokio::task::spawn_blocking(move || {
                     for m in node.meta_servers() {
                         m.resolve_stale();
+                        m.split_due();
                     }
                 })
                 .await;

@@ -474,6 +474,7 @@ fn config(replicas: usize) -> ClusterConfig {
             shards: vec![ShardInfo::single(0, 2)],
             chain_tables: vec![table],
             spares: spare,
+            dir_split: 0,
         }],
     }
 }

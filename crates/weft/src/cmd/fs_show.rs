@@ -86,6 +86,11 @@ fn table(fs: &FsInfo, disks: &[String], inodes_used: u64) -> String {
             fs.shards.len().to_string(),
             "Number of metadata shards",
         ),
+        (
+            "--dir-split",
+            fs.dir_split.to_string(),
+            "Entries after which a directory spreads over every shard (0: never)",
+        ),
         ("-n", disks.len().to_string(), "Number of NSDs"),
         ("-d", disks.join(";"), "Disks in file system"),
         (

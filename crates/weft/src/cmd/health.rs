@@ -551,6 +551,7 @@ mod tests {
                     chains,
                 }],
                 spares: Vec::new(),
+                dir_split: 0,
             }],
         }
     }

@@ -59,6 +59,11 @@ pub struct UpArgs {
     /// cores. Default 1 (one per node with --nodes).
     #[arg(long)]
     meta_shards: Option<u16>,
+    /// A directory of a new file system that reaches this many entries
+    /// spreads them over every shard by name hash, as `weft fs create
+    /// --dir-split` (0: never; only matters with several shards).
+    #[arg(long, default_value_t = weft_proto::config::DEFAULT_DIR_SPLIT)]
+    dir_split: u64,
     /// Metadata replicas of a new cluster made with --nodes (1..=3, at most
     /// the number of nodes), like `weft fs create -m`: each shard is a Raft
     /// group on that many nodes (with 2 on three or more nodes, a third
@@ -332,6 +337,7 @@ fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> R
         block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
         meta_shards: checked.meta_shards,
         meta_replicas: args.meta_replicas,
+        dir_split: args.dir_split,
         pagepool: checked.pagepool,
         failure_detection_time: checked.lock_lease_ms / 1000,
         port,
@@ -364,6 +370,7 @@ pub fn run(args: UpArgs) -> Result<()> {
                 disks,
                 block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
                 meta_shards: checked.meta_shards.unwrap_or(1),
+                dir_split: args.dir_split,
                 nsd_type,
             };
             create(&dir, &new, args.force)?;
@@ -529,7 +536,8 @@ pub fn run(args: UpArgs) -> Result<()> {
     }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
     // Cross-shard transactions a crash left half done are settled in the
-    // background (see `weft_meta::twopc`).
+    // background (see `weft_meta::twopc`), and directories that grew past
+    // `--dir-split` are split (`weft_meta::ops::split`).
     let settle = {
         let local = local.clone();
         rt.spawn(async move {
@@ -539,6 +547,7 @@ pub fn run(args: UpArgs) -> Result<()> {
                 let _ = tokio::task::spawn_blocking(move || {
                     for m in local.meta_servers() {
                         m.resolve_stale();
+                        m.split_due();
                     }
                 })
                 .await;

@@ -36,6 +36,8 @@ pub struct NodesPlan {
     pub meta_shards: Option<u16>,
     /// Metadata replicas of the new file system (`-m`; default 1).
     pub meta_replicas: Option<u8>,
+    /// `--dir-split` of the new file system.
+    pub dir_split: u64,
     pub pagepool: u64,
     pub failure_detection_time: u64,
     pub port: u16,
@@ -273,6 +275,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
             max_data_replicas: 2,
             chains: None,
             meta_shards: plan.meta_shards,
+            dir_split: plan.dir_split,
             target: target.clone(),
         })?;
     }

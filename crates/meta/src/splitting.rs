@@ -1,0 +1,105 @@
+//! Which directories of this shard may need splitting, and which are being
+//! split (memory only; see `ops::split`).
+//!
+//! Counting a directory's entries costs a scan, so it is not done at every
+//! create: each directory's creates (and links and renames into it) are
+//! counted here, and every [`Splitting::interval`] of them the directory is
+//! queued; the node's once-a-second round ([`crate::MetaServer::split_due`])
+//! counts its entries and splits it when it reached the threshold. A
+//! restart forgets the counts: a directory is checked again after that many
+//! more creates.
+//!
+//! While a directory is being split, new changes to its entries on this
+//! shard wait (`MetaServer::wait_split`): the split reads every entry and
+//! would otherwise be undone by each create that lands meanwhile (its
+//! cross-shard commit finds what it read changed, and runs again).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+use weft_proto::types::Ino;
+
+/// Directories counted at most, before the counts start over.
+const MAX_COUNTED: usize = 100_000;
+
+#[derive(Default)]
+pub(crate) struct Splitting {
+    counts: Mutex<HashMap<Ino, u64>>,
+    due: Mutex<BTreeSet<Ino>>,
+    active: Mutex<HashSet<Ino>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl Splitting {
+    /// Creates between two checks of a directory that splits at `at`
+    /// entries (0: never).
+    pub(crate) fn interval(at: u64) -> u64 {
+        (at / 16).clamp(1, 64)
+    }
+
+    /// One more entry in `dir`; queues it every `interval` of them.
+    pub(crate) fn note(&self, dir: Ino, interval: u64) {
+        let n = {
+            let mut counts = lock(&self.counts);
+            if counts.len() >= MAX_COUNTED && !counts.contains_key(&dir) {
+                counts.clear();
+            }
+            let n = counts.entry(dir).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if n % interval.max(1) == 0 {
+            lock(&self.due).insert(dir);
+        }
+    }
+
+    /// The queued directories, emptying the queue.
+    pub(crate) fn take_due(&self) -> Vec<Ino> {
+        std::mem::take(&mut *lock(&self.due)).into_iter().collect()
+    }
+
+    pub(crate) fn begin(&self, dir: Ino) {
+        lock(&self.active).insert(dir);
+    }
+
+    pub(crate) fn end(&self, dir: Ino) {
+        lock(&self.active).remove(&dir);
+    }
+
+    /// Whether any of `dirs` is being split.
+    pub(crate) fn any_active(&self, dirs: &[Ino]) -> bool {
+        let active = lock(&self.active);
+        !active.is_empty() && dirs.iter().any(|d| active.contains(d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_is_queued_every_interval_creates() {
+        let s = Splitting::default();
+        assert_eq!(Splitting::interval(8192), 64);
+        assert_eq!(Splitting::interval(40), 2);
+        assert_eq!(Splitting::interval(1), 1);
+        for _ in 0..3 {
+            s.note(7, 4);
+        }
+        assert!(s.take_due().is_empty());
+        s.note(7, 4);
+        s.note(8, 1);
+        assert_eq!(s.take_due(), [7, 8]);
+        assert!(s.take_due().is_empty());
+        s.begin(7);
+        assert!(s.any_active(&[1, 7]) && !s.any_active(&[8]));
+        s.end(7);
+        assert!(!s.any_active(&[7]));
+    }
+}
