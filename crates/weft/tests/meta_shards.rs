@@ -21,7 +21,8 @@
 //!   checks hold. Meanwhile c2 holds open a file of shard 1 that c1
 //!   unlinks after the failover: the new leader must not free it while c2
 //!   reads it, past its grace (it learns c2's opens from c2's lease
-//!   renewal).
+//!   renewal). Its file system splits directories at 200 entries, so the
+//!   shared directory splits during the storm: its files end on every shard.
 //! - `a_lost_replica_is_replaced_on_another_node_during_the_storm`: the
 //!   same storm on `-m 2`; the leader of shard 1 is killed, and while it
 //!   is down `weft meta move fs1 1 --from VICTIM --to q1` gives its place
@@ -49,6 +50,9 @@ use replica_cluster::{Boot, Clock, Cluster};
 
 const DIRS: usize = 16;
 const MOVERS: usize = 96;
+/// `--dir-split` of the killed-leader storm's file system: the shared
+/// directory (and others) split during the storm.
+const SPLIT_AT: u64 = 200;
 
 fn content(name: &str) -> Vec<u8> {
     format!("{name} was created and holds these bytes\n").into_bytes()
@@ -414,11 +418,12 @@ fn a_killed_meta_node_leaves_every_operation_done_or_not() {
 
 /// Three meta nodes, 8 shards with two replicas and a witness each, every
 /// shard led; with `weft meta list` then.
-fn boot_replicated(tag: &str, clock: &Clock) -> Option<(Cluster, String)> {
+fn boot_replicated(tag: &str, clock: &Clock, dir_split: Option<u64>) -> Option<(Cluster, String)> {
     let opts = Boot {
         meta_on: &["s1", "s2", "s3"],
         meta_shards: Some(8),
         meta_replicas: 2,
+        dir_split,
         ..Boot::default()
     };
     let c = Cluster::boot_opts(tag, &["c1", "c2"], 2, clock, &opts)?;
@@ -436,7 +441,7 @@ fn boot_replicated(tag: &str, clock: &Clock) -> Option<(Cluster, String)> {
 fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
     let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
-    let Some((mut c, list)) = boot_replicated("mrep", &clock) else {
+    let Some((mut c, list)) = boot_replicated("mrep", &clock, Some(SPLIT_AT)) else {
         return;
     };
     let q1 = c.host("q1");
@@ -492,13 +497,37 @@ fn a_killed_shard_leader_is_replaced_and_the_storm_only_pauses() {
     assert_eq!(s.create_failures, 0, "creates failed");
     assert_eq!(s.rename_failures, 0, "renames failed");
     check_after(&mut c, &clock, &s);
+    check_split(&mut c, &clock);
+}
+
+/// The shared directory split during the storm: its files were created on
+/// every shard, not only on the directory's.
+fn check_split(c: &mut Cluster, clock: &Clock) {
+    use std::os::unix::fs::MetadataExt;
+    let shared = c.mount("c1").join("shared");
+    let mut shards = BTreeSet::new();
+    let mut n = 0;
+    for e in std::fs::read_dir(&shared).unwrap() {
+        shards.insert(e.unwrap().metadata().unwrap().ino() >> 48);
+        n += 1;
+    }
+    if n >= 4 * SPLIT_AT as usize {
+        assert!(
+            shards.len() >= 4,
+            "{n} files in the shared directory, on shards {shards:?} only: it did not split"
+        );
+    }
+    clock.say(&format!(
+        "the shared directory's {n} files are on {} shards",
+        shards.len()
+    ));
 }
 
 #[test]
 fn a_lost_replica_is_replaced_on_another_node_during_the_storm() {
     let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
-    let Some((mut c, list)) = boot_replicated("mmov", &clock) else {
+    let Some((mut c, list)) = boot_replicated("mmov", &clock, None) else {
         return;
     };
     let q1 = c.host("q1");

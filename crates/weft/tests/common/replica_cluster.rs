@@ -65,6 +65,8 @@ pub struct Boot<'a> {
     pub meta_shards: Option<u16>,
     /// `weft fs create -m` (metadata replicas).
     pub meta_replicas: u8,
+    /// `weft fs create --dir-split` (default: the command's).
+    pub dir_split: Option<u64>,
 }
 
 impl Default for Boot<'_> {
@@ -74,6 +76,7 @@ impl Default for Boot<'_> {
             meta_on: &[],
             meta_shards: None,
             meta_replicas: 1,
+            dir_split: None,
         }
     }
 }
@@ -239,6 +242,10 @@ impl Cluster {
         let shards = opts.meta_shards.map(|n| n.to_string());
         if let Some(n) = &shards {
             create.extend(["--meta-shards", n.as_str()]);
+        }
+        let split = opts.dir_split.map(|n| n.to_string());
+        if let Some(n) = &split {
+            create.extend(["--dir-split", n.as_str()]);
         }
         c.weft_ok(&q1, &create);
         wait_until(Duration::from_secs(30), "all four NSDs up", || {
