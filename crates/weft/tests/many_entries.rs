@@ -4,9 +4,8 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs::File;
-use std::path::Path;
 use std::time::Instant;
 
 use common::*;
@@ -21,33 +20,6 @@ fn name(i: usize) -> String {
         2 => format!("{i}-{}", "x".repeat(i % 50)),
         _ => format!("Ü-{i}-é"),
     }
-}
-
-/// Lists `dir` and checks it holds exactly `want`, each name once.
-fn check_listing(dir: &Path, want: &BTreeSet<String>, when: &str) {
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for e in
-        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read_dir {} {when}: {e}", dir.display()))
-    {
-        let e = e.unwrap_or_else(|e| panic!("read_dir entry {when}: {e}"));
-        *seen
-            .entry(e.file_name().to_string_lossy().into_owned())
-            .or_default() += 1;
-    }
-    let dups: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).take(20).collect();
-    assert!(
-        dups.is_empty(),
-        "names listed more than once {when}: {dups:?}"
-    );
-    let got: BTreeSet<String> = seen.into_keys().collect();
-    let missing: Vec<_> = want.difference(&got).take(20).collect();
-    let extra: Vec<_> = got.difference(want).take(20).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "listing {when}: {} names, want {}; missing (first 20) {missing:?}; unexpected {extra:?}",
-        got.len(),
-        want.len()
-    );
 }
 
 #[test]

@@ -1494,3 +1494,30 @@ pub fn free_http<S: AsRef<str>>(args: &[S]) -> Vec<&'static str> {
         vec!["--http", "127.0.0.1:0"]
     }
 }
+
+/// Lists `dir` and checks it holds exactly `want`, each name once.
+pub fn check_listing(dir: &Path, want: &std::collections::BTreeSet<String>, when: &str) {
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for e in
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read_dir {} {when}: {e}", dir.display()))
+    {
+        let e = e.unwrap_or_else(|e| panic!("read_dir entry {when}: {e}"));
+        *seen
+            .entry(e.file_name().to_string_lossy().into_owned())
+            .or_default() += 1;
+    }
+    let dups: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).take(20).collect();
+    assert!(
+        dups.is_empty(),
+        "names listed more than once {when}: {dups:?}"
+    );
+    let got: std::collections::BTreeSet<String> = seen.into_keys().collect();
+    let missing: Vec<_> = want.difference(&got).take(20).collect();
+    let extra: Vec<_> = got.difference(want).take(20).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "listing {when}: {} names, want {}; missing (first 20) {missing:?}; unexpected {extra:?}",
+        got.len(),
+        want.len()
+    );
+}
