@@ -272,6 +272,7 @@ impl MetaServer {
             match done {
                 Ok(true) => {
                     split += 1;
+                    self.revoke_entries_of(dir);
                     tracing::info!(
                         dir,
                         buckets = self.spec.shards,
@@ -284,6 +285,21 @@ impl MetaServer {
             }
         }
         split
+    }
+
+    /// Revokes every entry token on `dir` after it split: a client's
+    /// kernel that cached the absence of a name there must ask again (the
+    /// name's bucket revokes its changes from now on, not this shard).
+    fn revoke_entries_of(&self, dir: Ino) {
+        let Some(tokens) = self.tokens() else {
+            return;
+        };
+        let items: Vec<weft_proto::token::Revoke> = tokens
+            .entry_names(self.spec.fs, dir)
+            .into_iter()
+            .map(|name| weft_proto::token::Revoke::Entry { parent: dir, name })
+            .collect();
+        tokens.revoke(self.spec.fs, 0, &items);
     }
 
     /// Waits while a directory whose entries `req` changes is being split

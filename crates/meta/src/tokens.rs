@@ -361,6 +361,20 @@ impl Tokens {
     /// A client that goes: its tokens and queue are dropped, and changes
     /// waiting for it go on. Ignored while a poll of the same id is under
     /// way: a new client of the same process (a remount) took its place.
+    /// The names of directory `dir` any client holds an entry token on
+    /// (present or absent names): what a split revokes, as the names'
+    /// changes are revoked by their buckets' shards from then on.
+    pub fn entry_names(&self, fs: FsId, dir: Ino) -> Vec<Vec<u8>> {
+        self.lock()
+            .grants
+            .keys()
+            .filter_map(|c| match c {
+                Covers::Entry(f, d, name) if *f == fs && *d == dir => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn leave(&self, fs: FsId, client: u64) {
         let mut st = self.lock();
         if st.clients.get(&(fs, client)).is_some_and(|q| q.polling > 0) {

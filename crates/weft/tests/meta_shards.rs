@@ -283,7 +283,24 @@ fn check_after(c: &mut Cluster, clock: &Clock, s: &Storm) {
     for p in &s.created {
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         let got = std::fs::read(m1.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert_eq!(got, content(&name), "{}", p.display());
+        if got != content(&name) {
+            use std::os::unix::fs::MetadataExt;
+            let md = std::fs::metadata(m1.join(p)).unwrap();
+            let other = String::from_utf8_lossy(&got).into_owned();
+            let other_name = other.split(' ').next().unwrap_or_default().to_string();
+            let other_path = s
+                .created
+                .iter()
+                .find(|q| q.file_name().unwrap().to_string_lossy() == other_name);
+            let other_md = other_path
+                .map(|q| std::fs::metadata(m1.join(q)).map(|m| (q.clone(), m.ino(), m.size())));
+            panic!(
+                "{} (ino {:#x}, size {}) reads {other:?}; that file: {other_md:?}",
+                p.display(),
+                md.ino(),
+                md.size()
+            );
+        }
     }
     // Every mover is where its renames say, or under one of its two names.
     let mut ambiguous = 0;
