@@ -620,6 +620,12 @@ impl MetaServer {
                 }
             );
             self.wait_split(&req)?;
+            if let MetaRequest::SetAttr { ino, .. }
+            | MetaRequest::SetXattr { ino, .. }
+            | MetaRequest::RemoveXattr { ino, .. } = &req
+            {
+                self.splitting.forget_attr(*ino);
+            }
             let grown = self.grown_dir(&req);
             let mut reply = self.dispatch(req, data)?;
             if let Some(dir) = grown {
@@ -667,7 +673,14 @@ impl MetaServer {
                 Response::Attr(self.read(|s| ops::lookup::lookup(s, parent, &name))?)
             }
             MetaRequest::GetAttr { ino } => {
-                Response::Attr(self.read(|s| ops::getattr::getattr(s, ino))?)
+                if let Some(a) = self.splitting.cached_attr(ino) {
+                    return Ok((Response::Attr(a), Bytes::new()));
+                }
+                let (attr, split) = self.read(|s| ops::getattr::getattr_split(s, ino))?;
+                if split {
+                    self.splitting.cache_attr(ino, &attr);
+                }
+                Response::Attr(attr)
             }
             MetaRequest::SetAttr { ino, set, client } => {
                 let attr = self.write(|s| ops::setattr::setattr(s, ctx, ino, &set))?;

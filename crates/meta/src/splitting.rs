@@ -13,11 +13,23 @@
 //! shard wait (`MetaServer::wait_split`): the split reads every entry and
 //! would otherwise be undone by each create that lands meanwhile (its
 //! cross-shard commit finds what it read changed, and runs again).
+//!
+//! A split directory's attributes are gathered from every bucket (a read
+//! across shards). The kernel asks for a directory's attributes again after
+//! each change in it, so on a create storm that read would come once per
+//! create: the gathered attributes are kept for [`ATTR_KEEP`] and served
+//! from here meanwhile (a change of the directory's own attributes on this
+//! shard drops them at once).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use weft_proto::types::Ino;
+use weft_proto::types::{Attr, Ino};
+
+/// How long a split directory's gathered attributes are served again: the
+/// most its times may lag behind a change in one of its buckets.
+pub(crate) const ATTR_KEEP: Duration = Duration::from_millis(10);
 
 /// Directories counted at most, before the counts start over.
 const MAX_COUNTED: usize = 100_000;
@@ -27,6 +39,7 @@ pub(crate) struct Splitting {
     counts: Mutex<HashMap<Ino, u64>>,
     due: Mutex<BTreeSet<Ino>>,
     active: Mutex<HashSet<Ino>>,
+    attrs: Mutex<HashMap<Ino, (Instant, Attr)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,6 +83,30 @@ impl Splitting {
 
     pub(crate) fn end(&self, dir: Ino) {
         lock(&self.active).remove(&dir);
+    }
+
+    /// The gathered attributes of split directory `ino`, if fresh.
+    pub(crate) fn cached_attr(&self, ino: Ino) -> Option<Attr> {
+        let attrs = lock(&self.attrs);
+        match attrs.get(&ino) {
+            Some((at, a)) if at.elapsed() < ATTR_KEEP => Some(a.clone()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn cache_attr(&self, ino: Ino, attr: &Attr) {
+        let mut attrs = lock(&self.attrs);
+        if attrs.len() >= MAX_COUNTED {
+            attrs.retain(|_, (at, _)| at.elapsed() < ATTR_KEEP);
+        }
+        attrs.insert(ino, (Instant::now(), attr.clone()));
+    }
+
+    pub(crate) fn forget_attr(&self, ino: Ino) {
+        let mut attrs = lock(&self.attrs);
+        if !attrs.is_empty() {
+            attrs.remove(&ino);
+        }
     }
 
     /// Whether any of `dirs` is being split.

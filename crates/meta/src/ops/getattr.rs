@@ -7,7 +7,15 @@ use crate::fail::OpError;
 use crate::store::Reader;
 
 pub(crate) fn getattr(r: &impl Reader, ino: Ino) -> Result<Attr, OpError> {
-    super::split::dir_attr(r, ino, &load(r, ino)?)
+    Ok(getattr_split(r, ino)?.0)
+}
+
+/// [`getattr`], and whether `ino` is a split directory (whose attributes
+/// are gathered from its buckets, see `split`).
+pub(crate) fn getattr_split(r: &impl Reader, ino: Ino) -> Result<(Attr, bool), OpError> {
+    let inode = load(r, ino)?;
+    let split = matches!(inode.split, Some(crate::inode::Split::Buckets(_)));
+    Ok((super::split::dir_attr(r, ino, &inode)?, split))
 }
 
 #[cfg(test)]

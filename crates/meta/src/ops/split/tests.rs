@@ -38,6 +38,43 @@ fn all_names(sh: &Shards, dir: Ino) -> Vec<String> {
     names
 }
 
+/// A split directory's attributes once the gathered ones its shard keeps
+/// for a moment (`splitting::ATTR_KEEP`) are stale.
+fn settled_attr(sh: &Shards, dir: Ino) -> weft_proto::types::Attr {
+    std::thread::sleep(crate::splitting::ATTR_KEEP + std::time::Duration::from_millis(5));
+    sh.getattr(dir).unwrap()
+}
+
+#[test]
+fn a_split_directory_s_gathered_attributes_are_kept_a_moment() {
+    let sh = Shards::with(2, |s| s.dir_split = 4);
+    let d = sh.make(ROOT_INO, "d", NewNode::Dir).unwrap();
+    for i in 0..4 {
+        sh.make(d.ino, &format!("f{i}"), NewNode::File).unwrap();
+    }
+    assert_eq!(split_now(&sh, d.ino), 1);
+    let first = sh.getattr(d.ino).unwrap();
+    sh.make(home(&sh, d.ino, "sub"), "sub", NewNode::Dir)
+        .unwrap();
+    // Within the moment: the kept attributes; after it, the new link.
+    let kept = sh.getattr(d.ino).unwrap();
+    let later = settled_attr(&sh, d.ino);
+    assert!(kept.nlink == first.nlink || kept.nlink == first.nlink + 1);
+    assert_eq!(later.nlink, first.nlink + 1);
+    // A change of the directory's own attributes is seen at once.
+    let set = weft_proto::types::SetAttr {
+        mode: Some(0o711),
+        ..Default::default()
+    };
+    let req = MetaRequest::SetAttr {
+        ino: d.ino,
+        set,
+        client: 0,
+    };
+    sh.attr(d.ino, req).unwrap();
+    assert_eq!(sh.getattr(d.ino).unwrap().perm, 0o711);
+}
+
 fn split_now(sh: &Shards, dir: Ino) -> usize {
     sh.srv[usize::from(ino_shard(dir))].split_due()
 }
@@ -115,7 +152,7 @@ fn a_directory_past_the_threshold_spreads_over_every_shard() {
         .make(home(&sh, d.ino, "sub9"), "sub9", NewNode::Dir)
         .unwrap();
     want.insert("sub9".into());
-    assert_eq!(sh.getattr(d.ino).unwrap().nlink, 6);
+    assert_eq!(settled_attr(&sh, d.ino).nlink, 6);
     assert_eq!(
         all_names(&sh, d.ino),
         want.iter().cloned().collect::<Vec<_>>()
@@ -137,7 +174,7 @@ fn a_directory_past_the_threshold_spreads_over_every_shard() {
         all_names(&sh, d.ino),
         want.iter().cloned().collect::<Vec<_>>()
     );
-    assert_eq!(sh.getattr(d.ino).unwrap().nlink, 6);
+    assert_eq!(settled_attr(&sh, d.ino).nlink, 6);
     assert!(sh.check_clean());
 
     // A mode change reaches the buckets (their shards check creates).
