@@ -637,7 +637,7 @@ impl Client {
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
         let (entries, more) = match self.splits.buckets(dir) {
             Some(buckets) => self.readdir_buckets(&buckets, after).await?,
-            None => match self.readdir_page(dir, after.clone()).await {
+            None => match self.readdir_page(dir, after.clone(), READDIR_PAGE).await {
                 Err(ClientError::Net(weft_net::NetError::Remote(e)))
                     if e.kind == ErrorKind::Moved =>
                 {
@@ -665,11 +665,12 @@ impl Client {
         &self,
         dir: Ino,
         after: Option<Vec<u8>>,
+        limit: usize,
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
         let req = MetaRequest::ReadDir {
             dir,
             after,
-            limit: READDIR_PAGE as u32,
+            limit: limit as u32,
         };
         match self.meta_once(dir, req, Bytes::new()).await? {
             (Response::Entries { entries, more }, _) => Ok((entries, more)),
@@ -677,7 +678,8 @@ impl Client {
         }
     }
 
-    /// One page of a split directory: every bucket's page after `after`,
+    /// One page of a split directory: every bucket's page after `after`
+    /// (a share of a page each: names spread evenly over the buckets),
     /// merged in name order, up to the first name past which a bucket has
     /// more to give, and cut to a page (the rest comes again with the next
     /// page).
@@ -686,8 +688,11 @@ impl Client {
         buckets: &[Ino],
         after: Option<Vec<u8>>,
     ) -> Result<(Vec<DirEntry>, bool), ClientError> {
+        let share = (READDIR_PAGE / buckets.len().max(1) + 32).min(READDIR_PAGE);
         let pages = futures::future::try_join_all(
-            buckets.iter().map(|b| self.readdir_page(*b, after.clone())),
+            buckets
+                .iter()
+                .map(|b| self.readdir_page(*b, after.clone(), share)),
         )
         .await?;
         let mut more = false;
