@@ -247,13 +247,9 @@ impl MetaServer {
         })
     }
 
-    /// Files unlinked while open whose holders are all gone (closed, or
-    /// their lease ran out, or they did not say they have them open after a
-    /// take-over): handed to a client renewing its lease, to free, at most
-    /// [`SWEPT_PER_LEASE`] at a time. None during a grace.
     /// Splits the directories of this shard that reached the file system's
-    /// `--dir-split` (see `ops::split`; called about once a second by the
-    /// node, with `resolve_stale`). Returns how many it split.
+    /// `--dir-split` (see `ops::split`; called every 100 ms by the node).
+    /// Returns how many it split.
     pub fn split_due(&self) -> usize {
         let due = self.splitting.take_due();
         if due.is_empty() || self.ready().is_err() {
@@ -348,6 +344,10 @@ impl MetaServer {
         (weft_proto::types::ino_shard(dir) == self.spec.shard).then_some(dir)
     }
 
+    /// Files unlinked while open whose holders are all gone (closed, or
+    /// their lease ran out, or they did not say they have them open after a
+    /// take-over): handed to a client renewing its lease, to free, at most
+    /// [`SWEPT_PER_LEASE`] at a time. None during a grace.
     fn sweep_orphans(&self, now: Instant) -> Result<Vec<Orphan>, OpError> {
         if self.opens.in_grace(now) {
             return Ok(Vec::new());

@@ -4,7 +4,7 @@
 //! Counting a directory's entries costs a scan, so it is not done at every
 //! create: each directory's creates (and links and renames into it) are
 //! counted here, and every [`Splitting::interval`] of them the directory is
-//! queued; the node's once-a-second round ([`crate::MetaServer::split_due`])
+//! queued; the node's round every 100 ms ([`crate::MetaServer::split_due`])
 //! counts its entries and splits it when it reached the threshold. A
 //! restart forgets the counts: a directory is checked again after that many
 //! more creates.

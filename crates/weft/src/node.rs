@@ -86,6 +86,31 @@ impl Node {
         }
     }
 
+    /// The metadata shards' background rounds, for ever (the caller aborts
+    /// the task): every 100 ms the directories that grew past
+    /// `--dir-split` are split (`weft_meta::ops::split`; sooner means fewer
+    /// files whose inodes stay on the directory's shard while their entries
+    /// move), and every second the cross-shard transactions a crash or a
+    /// lost message left half done are settled (`weft_meta::twopc`).
+    pub async fn meta_rounds(self: Arc<Self>) {
+        let mut round: u64 = 0;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            round += 1;
+            let settle = round.is_multiple_of(10);
+            let node = self.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                for m in node.meta_servers() {
+                    if settle {
+                        m.resolve_stale();
+                    }
+                    m.split_due();
+                }
+            })
+            .await;
+        }
+    }
+
     /// Every meta shard this node serves now.
     pub fn meta_servers(&self) -> Vec<Arc<MetaServer>> {
         match self.meta.read() {

@@ -672,24 +672,9 @@ async fn serve_node(
         },
     );
     // Cross-shard transactions left half done by a crash or a lost message
-    // are settled in the background (see `weft_meta::twopc`), and
-    // directories that grew past `--dir-split` are split.
-    let settle = {
-        let node = node.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let node = node.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    for m in node.meta_servers() {
-                        m.resolve_stale();
-                        m.split_due();
-                    }
-                })
-                .await;
-            }
-        })
-    };
+    // are settled and big directories split in the background (see
+    // `Node::meta_rounds`).
+    let settle = tokio::spawn(node.clone().meta_rounds());
     println!(
         "weft: node {} ({}) of cluster {} listening on {} (roles: {})",
         cfg.node_name,

@@ -535,25 +535,9 @@ pub fn run(args: UpArgs) -> Result<()> {
         }
     }
     let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
-    // Cross-shard transactions a crash left half done are settled in the
-    // background (see `weft_meta::twopc`), and directories that grew past
-    // `--dir-split` are split (`weft_meta::ops::split`).
-    let settle = {
-        let local = local.clone();
-        rt.spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                let local = local.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    for m in local.meta_servers() {
-                        m.resolve_stale();
-                        m.split_due();
-                    }
-                })
-                .await;
-            }
-        })
-    };
+    // Cross-shard transactions a crash left half done are settled and big
+    // directories split in the background (see `Node::meta_rounds`).
+    let settle = rt.spawn(local.clone().meta_rounds());
     // Disk states (`weft disk stop|start`): the NSD server follows them and
     // a started disk is resynced from its chain peers; copies moved or added
     // (`weft restripe`, `weft fs set -r`) are filled, and dropped ones removed.
