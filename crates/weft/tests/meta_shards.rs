@@ -260,6 +260,33 @@ fn storm(c: &mut Cluster, clock: &Clock, during: impl FnOnce(&mut Cluster)) -> S
     out
 }
 
+/// Every create that returned reads back its own bytes through `mnt`; a
+/// file that reads another's is named with both inode numbers.
+fn check_bytes(mnt: &Path, s: &Storm) {
+    use std::os::unix::fs::MetadataExt;
+    for p in &s.created {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let got = std::fs::read(mnt.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        if got == content(&name) {
+            continue;
+        }
+        let md = std::fs::metadata(mnt.join(p)).unwrap();
+        let other = String::from_utf8_lossy(&got).into_owned();
+        let other_name = other.split(' ').next().unwrap_or_default().to_string();
+        let other_md = s
+            .created
+            .iter()
+            .find(|q| q.file_name().unwrap().to_string_lossy() == other_name)
+            .map(|q| std::fs::metadata(mnt.join(q)).map(|m| (q.clone(), m.ino(), m.size())));
+        panic!(
+            "{} (ino {:#x}, size {}) reads {other:?}; that file: {other_md:?}",
+            p.display(),
+            md.ino(),
+            md.size()
+        );
+    }
+}
+
 /// After a storm: every create that returned is there once with its
 /// bytes, every mover where its renames say, both clients see the same
 /// names, fsck finds nothing, every shard serves.
@@ -280,28 +307,7 @@ fn check_after(c: &mut Cluster, clock: &Clock, s: &Storm) {
     for (n, dirs) in &listed {
         assert_eq!(dirs.len(), 1, "{n} is in {dirs:?}");
     }
-    for p in &s.created {
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let got = std::fs::read(m1.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        if got != content(&name) {
-            use std::os::unix::fs::MetadataExt;
-            let md = std::fs::metadata(m1.join(p)).unwrap();
-            let other = String::from_utf8_lossy(&got).into_owned();
-            let other_name = other.split(' ').next().unwrap_or_default().to_string();
-            let other_path = s
-                .created
-                .iter()
-                .find(|q| q.file_name().unwrap().to_string_lossy() == other_name);
-            let other_md = other_path
-                .map(|q| std::fs::metadata(m1.join(q)).map(|m| (q.clone(), m.ino(), m.size())));
-            panic!(
-                "{} (ino {:#x}, size {}) reads {other:?}; that file: {other_md:?}",
-                p.display(),
-                md.ino(),
-                md.size()
-            );
-        }
-    }
+    check_bytes(&m1, s);
     // Every mover is where its renames say, or under one of its two names.
     let mut ambiguous = 0;
     for (i, place) in s.places.iter().enumerate() {
@@ -614,12 +620,7 @@ fn a_lost_replica_is_replaced_on_another_node_during_the_storm() {
         let o = c.weft_bounded(&q1, &["meta", "list", "fs1"]);
         leader_of(&String::from_utf8_lossy(&o.stdout), 1) == "q1"
     });
-    let m1 = c.mount("c1");
-    for p in &s.created {
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let got = std::fs::read(m1.join(p)).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert_eq!(got, content(&name), "{}", p.display());
-    }
+    check_bytes(&c.mount("c1"), &s);
     clock.say(&format!(
         "q1 leads shard 1; all {} created files read back with {other} down",
         s.created.len()
