@@ -169,6 +169,29 @@ struct Pending {
     broken: bool,
 }
 
+impl Pending {
+    /// Notes `changes` as the next entry in flight; its number.
+    fn push(&mut self, changes: Arc<Vec<Change>>) -> u64 {
+        self.next += 1;
+        self.entries.push((self.next, changes));
+        self.next
+    }
+
+    /// Entry `seq` is applied here, so is every entry handed to the group
+    /// before it (the log applies in order). All of them leave: one left
+    /// behind because its waiter had not run yet would be made again by
+    /// the next transaction over the later entries' values of the same keys
+    /// (an inode counter set back, and an inode number given twice).
+    fn applied(&mut self, seq: u64) {
+        self.entries.retain(|(s, _)| *s > seq);
+    }
+
+    /// The changes of the entries in flight, oldest first.
+    fn in_flight(&self) -> Vec<Arc<Vec<Change>>> {
+        self.entries.iter().map(|(_, c)| c.clone()).collect()
+    }
+}
+
 /// A change handed to the group, to be waited for with [`ShardGroup::wait`].
 pub(crate) struct Submitted {
     seq: u64,
@@ -459,10 +482,7 @@ impl ShardGroup {
     /// it reads what they wrote. After an entry whose outcome is unknown it
     /// first waits for a barrier entry instead.
     pub(crate) fn catch_up(&self, txn: &redb::WriteTransaction) -> Result<(), OpError> {
-        let entries: Vec<Arc<Vec<Change>>> = {
-            let p = self.pending();
-            p.entries.iter().map(|(_, c)| c.clone()).collect()
-        };
+        let entries = self.pending().in_flight();
         for changes in entries {
             crate::txn::apply_changes(txn, &changes)?;
         }
@@ -488,13 +508,7 @@ impl ShardGroup {
     /// next transaction may start before it is replicated.
     pub(crate) fn submit(&self, changes: Vec<Change>) -> Result<Submitted, OpError> {
         let changes = Arc::new(changes);
-        let seq = {
-            let mut p = self.pending();
-            p.next += 1;
-            let seq = p.next;
-            p.entries.push((seq, changes.clone()));
-            seq
-        };
+        let seq = self.pending().push(changes.clone());
         let sent = block(
             &self.rt,
             self.raft.client_write_ff(Changes((*changes).clone())),
@@ -532,7 +546,7 @@ impl ShardGroup {
         };
         let mut p = self.pending();
         match res {
-            Ok(()) => p.entries.retain(|(seq, _)| *seq != s.seq),
+            Ok(()) => p.applied(s.seq),
             Err(_) => p.broken = true,
         }
         res

@@ -657,3 +657,80 @@ async fn the_leader_hands_its_place_to_a_new_member() {
     assert_eq!(r.records(other), r.records(l3));
     r.stop().await;
 }
+
+/// An entry known applied takes every entry handed to the group before it
+/// out of flight: a waiter that runs late must not leave its entry to be
+/// made again over later values of the same keys.
+#[test]
+fn entries_leave_flight_in_log_order() {
+    let change = |v: u8| {
+        Arc::new(vec![Change {
+            table: crate::txn::Table::Kv(crate::kv::Space::Meta),
+            key: b"next_ino".to_vec(),
+            value: Some(vec![v]),
+        }])
+    };
+    let mut p = Pending::default();
+    let first = p.push(change(1));
+    let second = p.push(change(2));
+    let third = p.push(change(3));
+    assert!(first < second && second < third);
+    // The second's waiter runs before the first's.
+    p.applied(second);
+    let left = p.in_flight();
+    assert_eq!(left, vec![change(3)], "only the third is still in flight");
+    p.applied(first);
+    assert_eq!(p.in_flight(), vec![change(3)]);
+    p.applied(third);
+    assert!(p.in_flight().is_empty());
+}
+
+/// Creates from several threads on a replicated leader overlap their
+/// replication; every file still gets an inode number of its own, and the
+/// replicas end with the leader's records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_on_a_leader_get_distinct_inodes() {
+    let r = Box::leak(Box::new(Replicas::new(timing()).await));
+    let l = r.leader().await;
+    let srv: &'static crate::MetaServer = &r.fx[l].as_ref().unwrap().srv;
+    let per = 300;
+    let made = tokio::task::block_in_place(|| {
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    for i in 0..per {
+                        let name = format!("t{t}-{i}");
+                        let req = MetaRequest::Create {
+                            parent: ROOT_INO,
+                            name: name.clone().into_bytes(),
+                            node: weft_proto::types::NewNode::File,
+                            mode: 0o644,
+                            uid: 0,
+                            gid: 0,
+                        };
+                        match srv.handle(req, bytes::Bytes::new()).0 {
+                            weft_proto::msg::Response::Attr(a) => out.push((name, a.ino)),
+                            other => panic!("create {name}: {other:?}"),
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    let inos: BTreeSet<u64> = made.iter().map(|(_, i)| *i).collect();
+    assert_eq!(inos.len(), made.len(), "an inode number was given twice");
+    for (name, ino) in &made {
+        let a = r.fx(l).lookup(ROOT_INO, name).unwrap();
+        assert_eq!(a.ino, *ino, "{name} names another inode");
+    }
+    for i in (0..3).filter(|&i| i != l) {
+        r.caught_up(i, l).await;
+        assert_eq!(r.records(i), r.records(l), "replica {i} differs");
+    }
+}
