@@ -38,12 +38,25 @@ pub(crate) enum OpError {
     /// answer. Retryable; the change may still commit.
     #[error("shard change not committed after {waited_ms} ms: too few replicas answer")]
     NoMajority { waited_ms: u64 },
+    /// This replica stopped leading after the change was handed to the
+    /// group: the next leader may still commit it. Retryable, as
+    /// `NoMajority`.
+    #[error("{what}; the change may still commit")]
+    LeaderLost { what: String },
     /// A replicated shard's Raft group failed.
     #[error("shard replication: {reason}")]
     Replication { reason: String },
-    /// Another shard could not be asked; retryable once it is back.
+    /// Another shard answered something this one cannot use.
     #[error("shard {shard}: {reason}")]
     Peer {
+        shard: weft_proto::types::ShardId,
+        reason: String,
+    },
+    /// Another shard cannot be reached now (its node is down, it elects a
+    /// leader, it did not answer in time); retryable once it is back, so an
+    /// application pauses rather than failing.
+    #[error("shard {shard} cannot be reached now ({reason}); try again")]
+    PeerAway {
         shard: weft_proto::types::ShardId,
         reason: String,
     },
@@ -58,9 +71,24 @@ impl OpError {
                 RemoteError::new(ErrorKind::Busy, format!("{e}; try again"))
             }
             e @ OpError::NotLeader { .. } => RemoteError::new(ErrorKind::NotServing, e.to_string()),
-            e @ OpError::NoMajority { .. } => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),
+            e @ (OpError::NoMajority { .. } | OpError::LeaderLost { .. }) => {
+                RemoteError::new(ErrorKind::NoQuorum, e.to_string())
+            }
+            e @ OpError::PeerAway { .. } => RemoteError::new(ErrorKind::NoService, e.to_string()),
             other => RemoteError::new(ErrorKind::Io, other.to_string()),
         }
+    }
+}
+
+impl OpError {
+    /// Whether a change may have committed although this failure was
+    /// returned: it was handed to the shard's group and its outcome is not
+    /// known here.
+    pub(crate) fn is_unsure(&self) -> bool {
+        matches!(
+            self,
+            OpError::NoMajority { .. } | OpError::LeaderLost { .. } | OpError::Replication { .. }
+        )
     }
 }
 
@@ -109,5 +137,23 @@ mod tests {
             refuse(ErrorKind::Exists, "x").into_remote().kind,
             ErrorKind::Exists
         );
+    }
+
+    #[test]
+    fn a_shard_out_of_reach_or_a_lost_leader_is_retryable() {
+        let away = OpError::PeerAway {
+            shard: 7,
+            reason: "did not answer within 10s".into(),
+        }
+        .into_remote();
+        assert!(away.kind.is_retryable(), "{away:?}");
+        assert!(away.message.contains("shard 7"), "{}", away.message);
+        let lost = OpError::LeaderLost {
+            what: "this replica no longer leads the shard".into(),
+        };
+        assert!(lost.is_unsure());
+        // The client resends it as a change that may have been done.
+        assert_eq!(lost.into_remote().kind, ErrorKind::NoQuorum);
+        assert!(!OpError::Locked { txid: 1 }.is_unsure());
     }
 }

@@ -638,10 +638,12 @@ impl ShardGroup {
     }
 }
 
-/// A change refused because this replica lost the lead, naming the new
-/// leader when Raft knows it.
+/// A change handed to the group whose answer says this replica lost the
+/// lead (naming the new leader when Raft knows it): it may still commit
+/// under the next leader, so the client resends it as one that may have
+/// been done.
 fn no_longer_leads(leader: Option<BasicNode>) -> OpError {
-    OpError::NotLeader {
+    OpError::LeaderLost {
         what: match leader {
             Some(n) => format!("this replica no longer leads the shard; {} does", n.addr),
             None => "this replica no longer leads the shard; try again".into(),

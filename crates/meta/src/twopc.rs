@@ -165,6 +165,10 @@ fn changed_keys(changes: &[KvChange]) -> impl Iterator<Item = (Space, &[u8])> {
 fn peer_error(shard: ShardId, e: RemoteError) -> OpError {
     match e.kind {
         ErrorKind::Busy => OpError::Locked { txid: 0 },
+        ErrorKind::NoService | ErrorKind::NotServing | ErrorKind::NoQuorum => OpError::PeerAway {
+            shard,
+            reason: e.message,
+        },
         _ => OpError::Peer {
             shard,
             reason: e.message,
@@ -480,7 +484,16 @@ impl MetaServer {
             return Err(failed);
         }
         if let Err(e) = self.decide(txid, &mine, &prepared) {
-            self.abort_prepared(txid, &prepared);
+            if e.is_unsure() {
+                // The decision was handed to this shard's group and may
+                // still commit: aborting the participants now could undo
+                // their half of a transaction whose other half commits.
+                // They ask for the fate once their intents are stale, and
+                // get it from this shard's records (`fate`).
+                tracing::warn!(txid, error = %e, "a cross-shard decision's outcome is not known yet; its participants will ask");
+            } else {
+                self.abort_prepared(txid, &prepared);
+            }
             return Err(e);
         }
         self.metrics.cross_shard.inc();

@@ -79,7 +79,10 @@ fn creator(mnt: PathBuf, tag: &'static str, stop: Arc<AtomicBool>) -> (Vec<PathB
         })();
         match made_it {
             Ok(()) => made.push(p.strip_prefix(&mnt).unwrap().to_path_buf()),
-            Err(_) => failed += 1,
+            Err(e) => {
+                eprintln!("create {}: {e}", p.display());
+                failed += 1;
+            }
         }
         n += 1;
     }
@@ -149,7 +152,8 @@ fn mover(
                 ok += 1;
                 Place::At(to)
             }
-            Err(_) => {
+            Err(e) => {
+                eprintln!("rename of {name} from d{from} to d{to}: {e}");
                 failed += 1;
                 Place::Either(from, to)
             }
@@ -550,7 +554,7 @@ fn check_split(c: &mut Cluster, clock: &Clock) {
 fn a_lost_replica_is_replaced_on_another_node_during_the_storm() {
     let _serial = netns::one_at_a_time();
     let clock = Clock(Instant::now());
-    let Some((mut c, list)) = boot_replicated("mmov", &clock, None) else {
+    let Some((mut c, list)) = boot_replicated("mmov", &clock, Some(SPLIT_AT)) else {
         return;
     };
     let q1 = c.host("q1");
