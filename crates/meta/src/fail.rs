@@ -71,9 +71,9 @@ impl OpError {
                 RemoteError::new(ErrorKind::Busy, format!("{e}; try again"))
             }
             e @ OpError::NotLeader { .. } => RemoteError::new(ErrorKind::NotServing, e.to_string()),
-            e @ (OpError::NoMajority { .. } | OpError::LeaderLost { .. }) => {
-                RemoteError::new(ErrorKind::NoQuorum, e.to_string())
-            }
+            e @ (OpError::NoMajority { .. }
+            | OpError::LeaderLost { .. }
+            | OpError::Replication { .. }) => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),
             e @ OpError::PeerAway { .. } => RemoteError::new(ErrorKind::NoService, e.to_string()),
             other => RemoteError::new(ErrorKind::Io, other.to_string()),
         }

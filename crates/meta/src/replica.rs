@@ -9,7 +9,11 @@
 //!   One transaction at a time per shard, from its start until its entry is
 //!   handed to the group; the next one starts from the changes of the
 //!   entries still in flight ([`ShardGroup::catch_up`]), so transactions
-//!   overlap their replication. Cross-shard transactions are unchanged above this: their
+//!   overlap their replication. An entry leaves the flight once it or a
+//!   later one is applied here; after a take-over, a change of term or an
+//!   entry whose outcome is unknown, the next transaction waits for a
+//!   barrier entry first, and a transaction whose term ended before its
+//!   entry was handed over is refused (`NotServing`, nothing done). Cross-shard transactions are unchanged above this: their
 //!   intents and decisions are records of the shards' tables, so they are
 //!   replicated with them and a new leader continues them.
 //! - **Reads** are served by the leader alone, once it has applied an entry
@@ -40,6 +44,8 @@
 //!   entries of a lost leader), it passes its log on to a replica and stops
 //!   its heartbeats, so that replica is elected next.
 
+#[cfg(test)]
+mod chaos;
 mod lease;
 mod locks;
 // openraft's storage traits return its `StorageError` (large); the helpers
@@ -159,14 +165,17 @@ pub struct ShardGroup {
 /// The entries a leader has in flight (see [`ShardGroup::submit`]): the
 /// next transaction starts from them, so it need not wait for their
 /// replication. `broken` after an entry whose outcome is unknown (it
-/// failed or timed out, and may still commit): the next transaction first
-/// waits for a barrier entry, after which the applied records hold every
-/// entry before it and nothing is pending.
+/// failed or timed out, and may still commit) and when this replica takes
+/// over; entries of another term than the current one count the same: the
+/// next transaction first waits for a barrier entry, after which the
+/// applied records hold every entry before it and nothing is pending.
 #[derive(Default)]
 struct Pending {
     entries: Vec<(u64, Arc<Vec<Change>>)>,
     next: u64,
     broken: bool,
+    /// The term every entry in `entries` was handed to the group in.
+    term: u64,
 }
 
 impl Pending {
@@ -189,6 +198,14 @@ impl Pending {
     /// The changes of the entries in flight, oldest first.
     fn in_flight(&self) -> Vec<Arc<Vec<Change>>> {
         self.entries.iter().map(|(_, c)| c.clone()).collect()
+    }
+
+    /// Whether the next transaction must wait for a barrier before it may
+    /// start from the entries in flight, in `term`: after an entry whose
+    /// outcome is unknown, or when they were handed to the group in another
+    /// term (another leader may have dropped them from the log).
+    fn needs_barrier(&self, term: u64) -> bool {
+        self.broken || (!self.entries.is_empty() && self.term != term)
     }
 }
 
@@ -418,14 +435,12 @@ impl ShardGroup {
                     });
                 }
                 server.held.reset();
-                {
-                    // Everything of earlier terms is applied (or gone) by
-                    // now. Numbers go on: a late waiter of an earlier term
-                    // must not take a new entry for its own.
-                    let mut p = self.pending();
-                    p.entries.clear();
-                    p.broken = false;
-                }
+                // Everything of earlier terms is applied (or gone) by now,
+                // but an entry this replica handed to the group in this
+                // term, before this take-over ran, may not be: the next
+                // transaction first waits for a barrier, after which
+                // nothing in flight is left unapplied.
+                self.pending().broken = true;
                 server.recover_intents()?;
                 self.seed_if_new(server)?;
                 server.reload_locks()?;
@@ -492,23 +507,52 @@ impl ShardGroup {
     /// Whether a barrier must come before the next transaction (see
     /// [`Pending`]); waits for it when so. Call before opening the
     /// transaction: the barrier's apply needs the database's writer.
-    pub(crate) fn settle(&self) -> Result<(), OpError> {
-        if !self.pending().broken {
-            return Ok(());
+    /// Returns the term the transaction starts in, for [`Self::submit`].
+    pub(crate) fn settle(&self) -> Result<u64, OpError> {
+        let term = self.term();
+        if !self.pending().needs_barrier(term) {
+            return Ok(term);
         }
-        self.propose(Vec::new())?;
+        // Nothing of the caller's was handed over yet: a barrier that fails
+        // leaves its operation not done, to be sent to the leader.
+        self.propose(Vec::new()).map_err(|e| match e {
+            OpError::LeaderLost { .. }
+            | OpError::NoMajority { .. }
+            | OpError::Replication { .. } => OpError::NotLeader {
+                what: format!("{e}; try again"),
+            },
+            other => other,
+        })?;
         let mut p = self.pending();
         p.entries.clear();
         p.broken = false;
-        Ok(())
+        Ok(self.term())
+    }
+
+    fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
     }
 
     /// Hands `changes` to the group as the next entry and returns at once
     /// (the entry is ordered now: call under the shard's writer); the
-    /// next transaction may start before it is replicated.
-    pub(crate) fn submit(&self, changes: Vec<Change>) -> Result<Submitted, OpError> {
+    /// next transaction may start before it is replicated. `term`: the
+    /// term its transaction started in ([`Self::settle`]); if the group has
+    /// moved on since, what the transaction read from the entries in flight
+    /// may be gone, so it is refused with nothing handed over.
+    pub(crate) fn submit(&self, changes: Vec<Change>, term: u64) -> Result<Submitted, OpError> {
         let changes = Arc::new(changes);
-        let seq = self.pending().push(changes.clone());
+        let seq = {
+            let mut p = self.pending();
+            if self.term() != term || p.needs_barrier(term) {
+                p.broken = true;
+                return Err(OpError::NotLeader {
+                    what: "the shard's group elected a leader during the operation; try again"
+                        .into(),
+                });
+            }
+            p.term = term;
+            p.push(changes.clone())
+        };
         let sent = block(
             &self.rt,
             self.raft.client_write_ff(Changes((*changes).clone())),

@@ -468,3 +468,15 @@ impl Shards {
             .sum()
     }
 }
+
+/// A small deterministic generator (xorshift64*), so a failing seed replays.
+pub(crate) struct Rng(pub u64);
+
+impl Rng {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}

@@ -61,6 +61,8 @@ pub(crate) struct ShardTxn<'s> {
     /// A replicated shard's writer, held until the entry is handed to the
     /// group.
     _writer: Option<MutexGuard<'s, ()>>,
+    /// Of a replicated shard, the Raft term the transaction started in.
+    term: u64,
 }
 
 impl MetaServer {
@@ -78,9 +80,10 @@ impl MetaServer {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         });
-        if let Some(g) = &group {
-            g.settle()?;
-        }
+        let term = match &group {
+            Some(g) => g.settle()?,
+            None => 0,
+        };
         let mut txn = self.db.begin_write()?;
         txn.set_durability(if durable {
             Durability::Immediate
@@ -95,6 +98,7 @@ impl MetaServer {
             written: Written::default(),
             server: self,
             _writer: writer,
+            term,
         })
     }
 }
@@ -114,6 +118,7 @@ impl ShardTxn<'_> {
                     txn,
                     written,
                     _writer,
+                    term,
                     ..
                 } = self;
                 let changes = capture(&txn, &written)?;
@@ -121,7 +126,7 @@ impl ShardTxn<'_> {
                 if changes.is_empty() {
                     return Ok(written);
                 }
-                let submitted = group.submit(changes)?;
+                let submitted = group.submit(changes, term)?;
                 // The next transaction starts from this one's changes
                 // while they are replicated.
                 drop(_writer);

@@ -29,7 +29,9 @@
 //!   to q1 (a meta node holding no shard). No create or rename fails;
 //!   `weft meta list` shows q1 among the replicas; the victim, started
 //!   again, deletes its copy; then the shard's other replica is killed
-//!   too, so shard 1 is served from q1's copy, and the same checks hold.
+//!   too, so shard 1 is served from q1's copy, and the same checks hold
+//!   (every file reads its own bytes). Its directories split at 200 entries
+//!   too, so shard 1 also holds a bucket of the shared directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -17,7 +17,7 @@ use super::*;
 use crate::testutil::Fx;
 
 /// How replica `g` answers on the in-process network.
-fn serving(g: &Arc<ShardGroup>) -> Serve {
+pub(super) fn serving(g: &Arc<ShardGroup>) -> Serve {
     let g = g.clone();
     Arc::new(move |kind, payload| {
         let g = g.clone();
@@ -25,7 +25,7 @@ fn serving(g: &Arc<ShardGroup>) -> Serve {
     })
 }
 
-fn timing() -> ReplicaTiming {
+pub(super) fn timing() -> ReplicaTiming {
     ReplicaTiming {
         heartbeat_ms: 50,
         election_min_ms: 300,
@@ -47,7 +47,7 @@ struct Replicas {
     lease_ms: u64,
 }
 
-fn addr(i: usize) -> String {
+pub(super) fn addr(i: usize) -> String {
     format!("r{}", i + 1)
 }
 

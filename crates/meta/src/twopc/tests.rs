@@ -8,7 +8,7 @@ use weft_proto::shard::{KvChange, Prepare, ShardOp, ShardReply, Space};
 use weft_proto::types::{ino_shard, make_ino, FileKind, NewNode, ROOT_INO};
 use weft_proto::ErrorKind;
 
-use crate::testutil::Shards;
+use crate::testutil::{Rng, Shards};
 
 /// Directories `d0`… in the root until both a same-shard and an
 /// other-shard one exist; returns (inos, shards used).
@@ -303,18 +303,6 @@ fn shard_scaling() {
             shards.len(),
             f64::from(4 * per) / secs
         );
-    }
-}
-
-/// A small deterministic generator (xorshift64*), so a failing seed replays.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
     }
 }
 
