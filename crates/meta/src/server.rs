@@ -41,8 +41,11 @@ use crate::tokens::{revokes_of, Grant, Tokens};
 use crate::twopc::ShardPeers;
 
 /// How long an operation waits for records a cross-shard transaction holds
-/// before it fails with `Busy`.
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// before it fails with `Busy`. Longer than a shard's failover through its
+/// witness (about 10 s, see `docs/metadata.md`) plus the 2 s after which a
+/// participant asks for the fate: a transaction whose coordinator failed
+/// over is settled within it, so applications pause rather than fail.
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// How long an `AddLearner` waits for the learner to catch up before it
 /// answers `Busy` (well within a request's timeout).
@@ -1045,6 +1048,10 @@ impl MetaServer {
                         self.resolve_stale();
                         settled = true;
                     }
+                    // A replica that stopped leading meanwhile (cut off, or
+                    // another won an election) can no longer see the held
+                    // records settle: the caller goes to the one that leads.
+                    self.ready()?;
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }

@@ -1,0 +1,479 @@
+//! Seeded fault runs of replicated shards, in one process: each shard has
+//! three members (or two replicas and a witness) on the in-process network,
+//! writers send requests through whichever member serves, as the client
+//! does (a refusal sends the request to the next member; a change whose
+//! outcome is unknown is resent, and its `Exists` or `NotFound` taken as its
+//! own), while the faults kill a shard's leader, start a killed member
+//! again from its database, and cut a member off the network and back, one
+//! member out at a time. Every 100 ms each member settles stale cross-shard
+//! transactions, as nodes do.
+//!
+//! - [`one_shard`]: creates, writes and renames in one shard;
+//! - [`across`]: renames between directories of two shards (two-phase
+//!   commits whose coordinator and participant both fail over).
+//!
+//! Both check afterwards, with every member back: no request failed (an
+//! application would have seen an error); every returned change is there
+//! and nothing else is; no inode number is given twice; every replica holds
+//! its leader's records.
+//!
+//! The fault schedule comes from the seed (`WEFT_SHARD_CHAOS_SEED=N` replays
+//! one, `WEFT_SHARD_CHAOS_SEEDS=N` runs seeds 0..N; two by default); the
+//! interleaving with the writers is real time, so a replay is not exact.
+
+mod across;
+mod one_shard;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use weft_proto::msg::{MetaRequest, Response};
+use weft_proto::shard::{ShardOp, ShardReply};
+use weft_proto::types::{ino_shard, Ino, ShardId};
+use weft_proto::{ErrorKind, RemoteError};
+use weft_raft::mem::MemNet;
+
+use super::tests::{serving, timing};
+use super::ShardGroup;
+use crate::testutil::{spec, Rng};
+use crate::{MetaServer, MetaSpec, ShardPeers};
+
+/// How long the faults go on in one run.
+const RUN: Duration = Duration::from_secs(6);
+/// A request that finds no member serving for this long fails the run.
+const PAUSE_LIMIT: Duration = Duration::from_secs(30);
+
+struct Member {
+    srv: MetaServer,
+    group: Arc<ShardGroup>,
+}
+
+/// The members of one shard.
+struct Group {
+    shard: ShardId,
+    net: Arc<MemNet>,
+    dirs: Vec<tempfile::TempDir>,
+    members: Mutex<Vec<Option<Arc<Member>>>>,
+    spec: MetaSpec,
+    witness: bool,
+    peers: Arc<Peers>,
+}
+
+fn addr(shard: ShardId, i: usize) -> String {
+    format!("s{shard}r{}", i + 1)
+}
+
+impl Group {
+    fn member(&self, i: usize) -> Option<Arc<Member>> {
+        self.members.lock().unwrap()[i].clone()
+    }
+
+    fn live(&self) -> Vec<Arc<Member>> {
+        self.members
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn is_witness(&self, i: usize) -> bool {
+        self.witness && i == 2
+    }
+
+    /// Starts member `i` from its database (empty the first time).
+    async fn start(&self, i: usize) {
+        let srv =
+            MetaServer::open(&self.dirs[i].path().join("shard.redb"), self.spec.clone()).unwrap();
+        srv.set_peers(self.peers.clone());
+        let group = ShardGroup::start(
+            &srv,
+            i as u64 + 1,
+            self.net.link(&addr(self.shard, i)),
+            timing(),
+            self.is_witness(i),
+        )
+        .await
+        .unwrap();
+        self.net.join(&addr(self.shard, i), serving(&group));
+        self.net.cut(&addr(self.shard, i), false);
+        self.members.lock().unwrap()[i] = Some(Arc::new(Member { srv, group }));
+    }
+
+    /// Stops member `i` as a kill would, and closes its database once no
+    /// writer is inside it.
+    async fn kill(&self, i: usize) {
+        self.net.cut(&addr(self.shard, i), true);
+        let Some(mut m) = self.members.lock().unwrap()[i].take() else {
+            return;
+        };
+        m.group.shutdown().await;
+        self.net.leave(&addr(self.shard, i));
+        loop {
+            match Arc::try_unwrap(m) {
+                Ok(inner) => {
+                    drop(inner);
+                    return;
+                }
+                Err(back) => {
+                    m = back;
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+    }
+
+    /// The member that serves now, if any.
+    fn leader(&self) -> Option<usize> {
+        (0..3).find(|&i| {
+            self.member(i)
+                .is_some_and(|m| m.group.ready(&m.srv).is_ok())
+        })
+    }
+
+    /// Waits for a member to serve.
+    async fn wait_leader(&self) -> Arc<Member> {
+        let start = Instant::now();
+        loop {
+            if let Some(m) = self.leader().and_then(|l| self.member(l)) {
+                return m;
+            }
+            assert!(
+                start.elapsed() < PAUSE_LIMIT,
+                "no member of shard {} came to serve",
+                self.shard
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until every replica holds the leader's records.
+    async fn agree(&self, what: &str) {
+        let leader = self.wait_leader().await;
+        for i in (0..3).filter(|&i| !self.is_witness(i)) {
+            let m = self.member(i).unwrap();
+            let mut same = false;
+            for _ in 0..400 {
+                if records(&m) == records(&leader) {
+                    same = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            assert!(
+                same,
+                "{what}: replica {i} of shard {} differs from its leader",
+                self.shard
+            );
+        }
+    }
+}
+
+/// How a shard reaches the others: through whichever member serves.
+#[derive(Default)]
+struct Peers(Mutex<Vec<Weak<Group>>>);
+
+impl ShardPeers for Peers {
+    fn call(&self, shard: ShardId, op: ShardOp) -> Result<ShardReply, RemoteError> {
+        let group = self.0.lock().unwrap()[usize::from(shard)]
+            .upgrade()
+            .ok_or_else(|| RemoteError::new(ErrorKind::NoService, "the run is over"))?;
+        for m in group.live() {
+            match m.srv.handle(MetaRequest::Shard(op.clone()), Bytes::new()).0 {
+                Response::Shard(r) => return Ok(r),
+                Response::Error(e) if e.kind == ErrorKind::NotServing => {}
+                Response::Error(e) => return Err(e),
+                other => {
+                    return Err(RemoteError::new(
+                        ErrorKind::Io,
+                        format!("shard {shard} answered {other:?}"),
+                    ))
+                }
+            }
+        }
+        Err(RemoteError::new(
+            ErrorKind::NoService,
+            format!("no member of shard {shard} serves"),
+        ))
+    }
+}
+
+/// The shards of one file system, and the member settling each 100 ms.
+struct Fs {
+    groups: Vec<Arc<Group>>,
+    stop: Arc<AtomicBool>,
+    settler: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Fs {
+    async fn new(shards: u16, witness: bool) -> Fs {
+        let net = Arc::new(MemNet::default());
+        let peers = Arc::new(Peers::default());
+        let mut groups = Vec::new();
+        for shard in 0..shards {
+            let mut spec = spec();
+            spec.shards = shards;
+            spec.shard = shard;
+            spec.data_in_inode = true;
+            let g = Arc::new(Group {
+                shard,
+                net: net.clone(),
+                dirs: (0..3).map(|_| tempfile::tempdir().unwrap()).collect(),
+                members: Mutex::new(vec![None, None, None]),
+                spec,
+                witness,
+                peers: peers.clone(),
+            });
+            for i in 0..3 {
+                g.start(i).await;
+            }
+            let members: Vec<(u64, String)> =
+                (0..3).map(|i| (i as u64 + 1, addr(shard, i))).collect();
+            g.member(0)
+                .unwrap()
+                .group
+                .initialize(&members)
+                .await
+                .unwrap();
+            groups.push(g);
+        }
+        *peers.0.lock().unwrap() = groups.iter().map(Arc::downgrade).collect();
+        for g in &groups {
+            g.wait_leader().await;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let settler = {
+            let (groups, stop) = (groups.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    for m in groups.iter().flat_map(|g| g.live()) {
+                        m.srv.resolve_stale();
+                    }
+                }
+            })
+        };
+        Fs {
+            groups,
+            stop,
+            settler: Some(settler),
+        }
+    }
+
+    /// Kills, starts and cuts members, one out at a time, for [`RUN`];
+    /// then brings every member back. Returns what it did.
+    async fn faults(&self, seed: u64) -> Vec<String> {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        // The member out, as (shard, member).
+        let mut down: Option<(usize, usize)> = None;
+        let mut cut: Option<(usize, usize)> = None;
+        let mut done = Vec::new();
+        let start = Instant::now();
+        while start.elapsed() < RUN {
+            tokio::time::sleep(Duration::from_millis(100 + rng.below(300) as u64)).await;
+            let s = rng.below(self.groups.len());
+            let g = &self.groups[s];
+            match rng.below(4) {
+                0 if down.is_none() && cut.is_none() => {
+                    if let Some(l) = g.leader() {
+                        g.kill(l).await;
+                        down = Some((s, l));
+                        done.push(format!("kill {s}/{l}"));
+                    }
+                }
+                1 => {
+                    if let Some((s, i)) = down.take() {
+                        self.groups[s].start(i).await;
+                        done.push(format!("start {s}/{i}"));
+                    }
+                }
+                2 if down.is_none() && cut.is_none() => {
+                    let i = rng.below(3);
+                    g.net.cut(&addr(g.shard, i), true);
+                    cut = Some((s, i));
+                    done.push(format!("cut {s}/{i}"));
+                }
+                3 => {
+                    if let Some((s, i)) = cut.take() {
+                        self.groups[s]
+                            .net
+                            .cut(&addr(self.groups[s].shard, i), false);
+                        done.push(format!("heal {s}/{i}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((s, i)) = cut {
+            self.groups[s]
+                .net
+                .cut(&addr(self.groups[s].shard, i), false);
+        }
+        if let Some((s, i)) = down {
+            self.groups[s].start(i).await;
+        }
+        done
+    }
+
+    /// Every shard's replicas hold their leader's records, and no
+    /// cross-shard transaction is left prepared.
+    async fn settled(&self, what: &str) {
+        for g in &self.groups {
+            let start = Instant::now();
+            loop {
+                let leader = g.wait_leader().await;
+                if leader.srv.intents_held() == 0 {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < PAUSE_LIMIT,
+                    "{what}: shard {} still holds {} prepared transactions",
+                    g.shard,
+                    leader.srv.intents_held()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            g.agree(what).await;
+        }
+    }
+
+    async fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.settler.take() {
+            tokio::task::block_in_place(|| t.join().unwrap());
+        }
+        for g in &self.groups {
+            for i in 0..3 {
+                g.kill(i).await;
+            }
+        }
+    }
+}
+
+impl Drop for Fs {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What a request came to: its answer (or refusal) and whether an earlier
+/// attempt may have been done.
+struct Sent {
+    answer: Result<(Response, Bytes), ErrorKind>,
+    unsure: bool,
+}
+
+/// Sends `req` to the shard of `route` as the client does (see the module
+/// header).
+fn send(fs: &Fs, route: Ino, req: &MetaRequest, data: &[u8]) -> Sent {
+    let group = &fs.groups[usize::from(ino_shard(route))];
+    let start = Instant::now();
+    let mut unsure = false;
+    loop {
+        for m in group.live() {
+            let (resp, out) = m.srv.handle(req.clone(), Bytes::copy_from_slice(data));
+            match resp {
+                Response::Error(e) => match e.kind {
+                    ErrorKind::NotServing | ErrorKind::NoService => {}
+                    ErrorKind::NoQuorum => unsure = true,
+                    kind => {
+                        return Sent {
+                            answer: Err(kind),
+                            unsure,
+                        }
+                    }
+                },
+                r => {
+                    return Sent {
+                        answer: Ok((r, out)),
+                        unsure,
+                    }
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < PAUSE_LIMIT,
+            "no member served {req:?} for {PAUSE_LIMIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Every name of directory `dir` with its inode, page by page.
+fn listing(m: &Member, dir: Ino) -> std::collections::BTreeMap<String, Ino> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let req = MetaRequest::ReadDir {
+            dir,
+            after: after.clone(),
+            limit: 512,
+        };
+        match m.srv.handle(req, Bytes::new()).0 {
+            Response::Entries { entries, more } => {
+                for e in &entries {
+                    out.insert(String::from_utf8(e.name.clone()).unwrap(), e.attr.ino);
+                }
+                match entries.last() {
+                    Some(e) if more => after = Some(e.name.clone()),
+                    _ => return out,
+                }
+            }
+            other => panic!("readdir of {dir}: {other:?}"),
+        }
+    }
+}
+
+/// The transaction records of every live member, for a failure's message.
+fn txn_records(fs: &Fs) -> String {
+    use redb::ReadableTable;
+    let mut out = String::new();
+    for g in &fs.groups {
+        for (i, m) in g.members.lock().unwrap().iter().enumerate() {
+            let Some(m) = m else { continue };
+            let txn = redb::ReadableDatabase::begin_read(&*m.srv.db).unwrap();
+            let ids = |def| -> Vec<u64> {
+                match txn.open_table(def) {
+                    Ok(t) => t.iter().unwrap().map(|e| e.unwrap().0.value()).collect(),
+                    Err(_) => Vec::new(),
+                }
+            };
+            out.push_str(&format!(
+                "\n  shard {} member {i} ({:?}, held {}): intents {:x?}, decisions {:x?}",
+                g.shard,
+                m.group.leadership().state,
+                m.srv.intents_held(),
+                ids(crate::schema::INTENTS),
+                ids(crate::schema::DECISIONS)
+            ));
+        }
+    }
+    out
+}
+
+/// Every record of member `m`'s shard.
+fn records(m: &Member) -> BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)> {
+    let txn = redb::ReadableDatabase::begin_read(&*m.srv.db).unwrap();
+    let mut out = BTreeSet::new();
+    super::snapshot::for_each_record(&txn, |c| {
+        out.insert((format!("{:?}", c.table), c.key, c.value));
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(s) = std::env::var("WEFT_SHARD_CHAOS_SEED") {
+        return vec![s.parse().unwrap()];
+    }
+    let n = std::env::var("WEFT_SHARD_CHAOS_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    (0..n).collect()
+}
