@@ -436,20 +436,20 @@ pub(crate) mod tests {
     use weft_proto::types::NewNode;
 
     pub(crate) fn records(sh: &Shards) -> Vec<ShardRecords> {
-        sh.srv
-            .iter()
-            .map(|s| {
-                let txn = s.db.begin_read().unwrap();
-                let kv = RedbRead::open(&txn).unwrap();
-                let all = |space| kv.scan(space, &[], &[], false, usize::MAX).unwrap();
-                ShardRecords {
-                    shard: s.spec().shard,
-                    inodes: all(Space::Inodes),
-                    dirents: all(Space::Dirents),
-                    orphans: all(Space::Orphans).into_iter().map(|(k, _)| k).collect(),
-                }
-            })
-            .collect()
+        sh.srv.iter().map(|s| records_of(s)).collect()
+    }
+
+    /// What `weft fsck` gathers from one shard.
+    pub(crate) fn records_of(s: &crate::MetaServer) -> ShardRecords {
+        let txn = s.db.begin_read().unwrap();
+        let kv = RedbRead::open(&txn).unwrap();
+        let all = |space| kv.scan(space, &[], &[], false, usize::MAX).unwrap();
+        ShardRecords {
+            shard: s.spec().shard,
+            inodes: all(Space::Inodes),
+            dirents: all(Space::Dirents),
+            orphans: all(Space::Orphans).into_iter().map(|(k, _)| k).collect(),
+        }
     }
 
     /// Applies `repairs` as `weft fsck --repair` does.

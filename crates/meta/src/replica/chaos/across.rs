@@ -5,7 +5,7 @@
 //! move their files back and forth. Afterwards every file whose create
 //! returned is in exactly the directory its last returned rename put it in,
 //! with its inode number and bytes; neither directory holds anything else;
-//! no transaction is left prepared.
+//! no transaction is left prepared; `weft fsck`'s checks find nothing.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -179,6 +179,18 @@ async fn run(seed: u64, witness: bool) {
             "{what}: directory {d} holds other names than the returned operations left"
         );
     }
+    // Link counts, parents, orphans: what `weft fsck` checks.
+    let mut shards = Vec::new();
+    for g in &fs.groups {
+        let leader = g.wait_leader().await;
+        shards.push(crate::fsck::tests::records_of(&leader.srv));
+    }
+    let report = crate::fsck::check(&shards);
+    assert!(
+        report.problems.is_empty(),
+        "{what}: fsck: {:?}",
+        report.problems
+    );
     for f in done.iter().flat_map(|x| &x.files) {
         let leader = fs.groups[usize::from(ino_shard(f.ino))].wait_leader().await;
         let (resp, data) = tokio::task::block_in_place(|| {
