@@ -11,14 +11,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use weft_proto::msg::{MetaRequest, Response};
 use weft_proto::types::{ino_shard, Ino, NewNode, RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 
-use super::{listing, seeds, send, txn_records, Fs};
-
-const WRITERS: usize = 4;
+use super::{
+    check_bytes, create, listing, seeds, send, txn_records, under_faults, write_bytes, Fs,
+};
 
 /// A file a writer made: its name, inode, directory (0 or 1) and bytes.
 struct File {
@@ -33,32 +32,6 @@ struct Done {
     files: Vec<File>,
     renames: usize,
     errors: Vec<String>,
-}
-
-fn create(fs: &Fs, dir: Ino, name: &str) -> Result<Ino, String> {
-    let req = MetaRequest::Create {
-        parent: dir,
-        name: name.as_bytes().to_vec(),
-        node: NewNode::File,
-        mode: 0o644,
-        uid: 0,
-        gid: 0,
-    };
-    let s = send(fs, dir, &req, &[]);
-    match s.answer {
-        Ok((Response::Attr(a), _)) => Ok(a.ino),
-        Err(ErrorKind::Exists) if s.unsure => {
-            let lookup = MetaRequest::Lookup {
-                parent: dir,
-                name: name.as_bytes().to_vec(),
-            };
-            match send(fs, dir, &lookup, &[]).answer {
-                Ok((Response::Attr(a), _)) => Ok(a.ino),
-                other => Err(format!("look-up of {name}: {other:?}")),
-            }
-        }
-        other => Err(format!("create {name}: {other:?}")),
-    }
 }
 
 fn writer(fs: &Fs, dirs: [Ino; 2], w: usize, stop: &AtomicBool) -> Done {
@@ -78,10 +51,8 @@ fn writer(fs: &Fs, dirs: [Ino; 2], w: usize, stop: &AtomicBool) -> Done {
                 }
             };
             let bytes = format!("{name} holds these bytes").into_bytes();
-            let write = MetaRequest::WriteInline { ino, offset: 0 };
-            match send(fs, ino, &write, &bytes).answer {
-                Ok((Response::Attr(_), _)) => {}
-                other => done.errors.push(format!("write {name}: {other:?}")),
+            if let Err(e) = write_bytes(fs, ino, &bytes) {
+                done.errors.push(e);
             }
             done.files.push(File {
                 name,
@@ -145,17 +116,8 @@ async fn run(seed: u64, witness: bool) {
         _ => panic!("16 directories all on one shard: {dirs:?}"),
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (fs, stop) = (fs.clone(), stop.clone());
-            std::thread::spawn(move || writer(&fs, dirs, w, &stop))
-        })
-        .collect();
-    let faults = fs.faults(seed).await;
-    stop.store(true, Ordering::Relaxed);
-    let done: Vec<Done> =
-        tokio::task::block_in_place(|| writers.into_iter().map(|w| w.join().unwrap()).collect());
+    let (done, faults): (Vec<Done>, _) =
+        under_faults(&fs, seed, move |fs, w, stop| writer(fs, dirs, w, stop)).await;
     let what = format!("seed {seed}, witness {witness}, faults {faults:?}");
     let errors: Vec<&String> = done.iter().flat_map(|d| &d.errors).collect();
     assert!(
@@ -192,19 +154,7 @@ async fn run(seed: u64, witness: bool) {
         report.problems
     );
     for f in done.iter().flat_map(|x| &x.files) {
-        let leader = fs.groups[usize::from(ino_shard(f.ino))].wait_leader().await;
-        let (resp, data) = tokio::task::block_in_place(|| {
-            leader
-                .srv
-                .handle(MetaRequest::ReadInline { ino: f.ino }, Bytes::new())
-        });
-        assert_eq!(resp, Response::Unit, "{what}: read of {}", f.name);
-        assert_eq!(
-            &data[..],
-            &f.bytes[..],
-            "{what}: {} reads other bytes",
-            f.name
-        );
+        check_bytes(&fs, f.ino, &f.bytes, &what).await;
     }
     eprintln!(
         "shard chaos across shards: {what}: {} files, {} renames",

@@ -403,6 +403,79 @@ fn send(fs: &Fs, route: Ino, req: &MetaRequest, data: &[u8]) -> Sent {
     }
 }
 
+/// Writers at once (their commits overlap in the leaders' pipelines).
+const WRITERS: usize = 4;
+
+/// Runs [`WRITERS`] writers (`writer(w, stop)`) while the faults of `seed`
+/// go on; returns what each writer returned and the faults, described.
+async fn under_faults<D: Send + 'static>(
+    fs: &Arc<Fs>,
+    seed: u64,
+    writer: impl Fn(&Fs, usize, &AtomicBool) -> D + Send + Sync + Copy + 'static,
+) -> (Vec<D>, Vec<String>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (fs, stop) = (fs.clone(), stop.clone());
+            std::thread::spawn(move || writer(&fs, w, &stop))
+        })
+        .collect();
+    let faults = fs.faults(seed).await;
+    stop.store(true, Ordering::Relaxed);
+    let done =
+        tokio::task::block_in_place(|| writers.into_iter().map(|w| w.join().unwrap()).collect());
+    (done, faults)
+}
+
+/// Creates file `name` in `dir` as the client does: an `Exists` after a
+/// resend is its own earlier attempt (names are one writer's alone), looked
+/// up. The new file's inode, or what failed.
+fn create(fs: &Fs, dir: Ino, name: &str) -> Result<Ino, String> {
+    let req = MetaRequest::Create {
+        parent: dir,
+        name: name.as_bytes().to_vec(),
+        node: weft_proto::types::NewNode::File,
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+    let s = send(fs, dir, &req, &[]);
+    match s.answer {
+        Ok((Response::Attr(a), _)) => Ok(a.ino),
+        Err(ErrorKind::Exists) if s.unsure => {
+            let lookup = MetaRequest::Lookup {
+                parent: dir,
+                name: name.as_bytes().to_vec(),
+            };
+            match send(fs, dir, &lookup, &[]).answer {
+                Ok((Response::Attr(a), _)) => Ok(a.ino),
+                other => Err(format!("look-up of {name}: {other:?}")),
+            }
+        }
+        other => Err(format!("create {name}: {other:?}")),
+    }
+}
+
+/// Writes `bytes` as inline file `ino`'s; what failed, if it did.
+fn write_bytes(fs: &Fs, ino: Ino, bytes: &[u8]) -> Result<(), String> {
+    match send(fs, ino, &MetaRequest::WriteInline { ino, offset: 0 }, bytes).answer {
+        Ok((Response::Attr(_), _)) => Ok(()),
+        other => Err(format!("write of inode {ino}: {other:?}")),
+    }
+}
+
+/// Inode `ino` reads `bytes` on its shard's leader.
+async fn check_bytes(fs: &Fs, ino: Ino, bytes: &[u8], what: &str) {
+    let leader = fs.groups[usize::from(ino_shard(ino))].wait_leader().await;
+    let (resp, data) = tokio::task::block_in_place(|| {
+        leader
+            .srv
+            .handle(MetaRequest::ReadInline { ino }, Bytes::new())
+    });
+    assert_eq!(resp, Response::Unit, "{what}: read of inode {ino}");
+    assert_eq!(&data[..], bytes, "{what}: inode {ino} reads other bytes");
+}
+
 /// Every name of directory `dir` with its inode, page by page.
 fn listing(m: &Member, dir: Ino) -> std::collections::BTreeMap<String, Ino> {
     let mut out = std::collections::BTreeMap::new();

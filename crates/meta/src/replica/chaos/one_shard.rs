@@ -8,15 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use weft_proto::msg::{MetaRequest, Response};
-use weft_proto::types::{Ino, NewNode, RenameMode, ROOT_INO};
+use weft_proto::types::{Ino, RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 
-use super::{listing, seeds, send, Fs};
-
-/// Writers at once (their commits overlap in the leader's pipeline).
-const WRITERS: usize = 4;
+use super::{check_bytes, create, listing, seeds, send, under_faults, write_bytes, Fs};
 
 /// What one writer's returned operations say must hold.
 #[derive(Default)]
@@ -35,44 +31,20 @@ fn writer(fs: &Fs, w: usize, stop: &AtomicBool) -> Done {
     while !stop.load(Ordering::Relaxed) {
         let name = format!("w{w}-{n}");
         n += 1;
-        let create = MetaRequest::Create {
-            parent: ROOT_INO,
-            name: name.clone().into_bytes(),
-            node: NewNode::File,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-        };
-        let s = send(fs, ROOT_INO, &create, &[]);
-        let ino = match s.answer {
-            Ok((Response::Attr(a), _)) => a.ino,
-            // Its own earlier attempt: names are this writer's alone.
-            Err(ErrorKind::Exists) if s.unsure => {
-                let lookup = MetaRequest::Lookup {
-                    parent: ROOT_INO,
-                    name: name.clone().into_bytes(),
-                };
-                match send(fs, ROOT_INO, &lookup, &[]).answer {
-                    Ok((Response::Attr(a), _)) => a.ino,
-                    other => {
-                        done.errors.push(format!("look-up of {name}: {other:?}"));
-                        continue;
-                    }
-                }
-            }
-            other => {
-                done.errors.push(format!("create {name}: {other:?}"));
+        let ino = match create(fs, ROOT_INO, &name) {
+            Ok(ino) => ino,
+            Err(e) => {
+                done.errors.push(e);
                 continue;
             }
         };
         done.files.insert(name.clone(), ino);
         let bytes = format!("{name} holds these bytes").into_bytes();
-        let write = MetaRequest::WriteInline { ino, offset: 0 };
-        match send(fs, ino, &write, &bytes).answer {
-            Ok((Response::Attr(_), _)) => {
+        match write_bytes(fs, ino, &bytes) {
+            Ok(()) => {
                 done.bytes.insert(ino, bytes);
             }
-            other => done.errors.push(format!("write {name}: {other:?}")),
+            Err(e) => done.errors.push(e),
         }
         if n.is_multiple_of(3) {
             let to = format!("{name}.moved");
@@ -102,17 +74,7 @@ fn writer(fs: &Fs, w: usize, stop: &AtomicBool) -> Done {
 
 async fn run(seed: u64, witness: bool) {
     let fs = Arc::new(Fs::new(1, witness).await);
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (fs, stop) = (fs.clone(), stop.clone());
-            std::thread::spawn(move || writer(&fs, w, &stop))
-        })
-        .collect();
-    let faults = fs.faults(seed).await;
-    stop.store(true, Ordering::Relaxed);
-    let done: Vec<Done> =
-        tokio::task::block_in_place(|| writers.into_iter().map(|w| w.join().unwrap()).collect());
+    let (done, faults): (Vec<Done>, _) = under_faults(&fs, seed, writer).await;
     let what = format!("seed {seed}, witness {witness}, faults {faults:?}");
     let errors: Vec<&String> = done.iter().flat_map(|d| &d.errors).collect();
     assert!(errors.is_empty(), "{what}: requests failed: {errors:?}");
@@ -139,17 +101,7 @@ async fn run(seed: u64, witness: bool) {
         "{what}: an inode number was given twice"
     );
     for (ino, bytes) in done.iter().flat_map(|d| &d.bytes) {
-        let (resp, data) = tokio::task::block_in_place(|| {
-            leader
-                .srv
-                .handle(MetaRequest::ReadInline { ino: *ino }, Bytes::new())
-        });
-        assert_eq!(resp, Response::Unit, "{what}: read of inode {ino}");
-        assert_eq!(
-            &data[..],
-            &bytes[..],
-            "{what}: inode {ino} reads other bytes"
-        );
+        check_bytes(&fs, *ino, bytes, &what).await;
     }
     drop(leader);
     fs.settled(&what).await;
