@@ -87,8 +87,21 @@ impl Group {
 
     /// Starts member `i` from its database (empty the first time).
     async fn start(&self, i: usize) {
-        let srv =
-            MetaServer::open(&self.dirs[i].path().join("shard.redb"), self.spec.clone()).unwrap();
+        let path = self.dirs[i].path().join("shard.redb");
+        // A killed member's database closes once the last message being
+        // served by it (on the in-process network) lets go of it; a process
+        // that dies lets go at once.
+        let mut waited = 0;
+        let srv = loop {
+            match MetaServer::open(&path, self.spec.clone()) {
+                Ok(srv) => break srv,
+                Err(crate::MetaError::InUse { .. }) if waited < 500 => {
+                    waited += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("opening member {i} of shard {}: {e}", self.shard),
+            }
+        };
         srv.set_peers(self.peers.clone());
         let group = ShardGroup::start(
             &srv,
