@@ -13,7 +13,8 @@
 //!   later one is applied here; after a take-over, a change of term or an
 //!   entry whose outcome is unknown, the next transaction waits for a
 //!   barrier entry first, and a transaction whose term ended before its
-//!   entry was handed over is refused (`NotServing`, nothing done). Cross-shard transactions are unchanged above this: their
+//!   entry was handed over is refused (`NotServing`, nothing done).
+//!   Cross-shard transactions are unchanged above this: their
 //!   intents and decisions are records of the shards' tables, so they are
 //!   replicated with them and a new leader continues them.
 //! - **Reads** are served by the leader alone, once it has applied an entry
@@ -515,13 +516,14 @@ impl ShardGroup {
         }
         // Nothing of the caller's was handed over yet: a barrier that fails
         // leaves its operation not done, to be sent to the leader.
-        self.propose(Vec::new()).map_err(|e| match e {
-            OpError::LeaderLost { .. }
-            | OpError::NoMajority { .. }
-            | OpError::Replication { .. } => OpError::NotLeader {
-                what: format!("{e}; try again"),
-            },
-            other => other,
+        self.propose(Vec::new()).map_err(|e| {
+            if e.is_unsure() {
+                OpError::NotLeader {
+                    what: format!("{e}; try again"),
+                }
+            } else {
+                e
+            }
         })?;
         let mut p = self.pending();
         p.entries.clear();
