@@ -69,6 +69,13 @@ struct OpenFile {
     ra: Mutex<ReadAhead>,
 }
 
+/// The lock of an open file held for a read or a write.
+#[allow(dead_code)] // held for its drop
+enum IoGuard<'a> {
+    Shared(tokio::sync::RwLockReadGuard<'a, ()>),
+    Exclusive(tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
 /// Sequential-read detection of one open file.
 #[derive(Default)]
 struct ReadAhead {
@@ -149,6 +156,8 @@ pub struct Client {
     reclaims: ReclaimQueue,
     /// The buckets of the split directories met (see `split`).
     pub(crate) splits: crate::split::SplitDirs,
+    /// The byte ranges of open files this client may read or write.
+    pub(crate) data_tokens: crate::data_tokens::DataTokens,
     /// This client, for the tasks it starts.
     me: Weak<Client>,
 }
@@ -191,6 +200,7 @@ impl Client {
             tokens: TokenKeeper::default(),
             reclaims: ReclaimQueue::default(),
             splits: Default::default(),
+            data_tokens: Default::default(),
             me: me.clone(),
         }))
     }
@@ -206,9 +216,68 @@ impl Client {
         self.pool.invalidate(ino, 0);
     }
 
-    /// Drops every cached block: this client lost its tokens.
+    /// Drops every cached block and data token: this client lost its tokens.
     pub(crate) fn drop_all_cached(&self) {
+        self.data_tokens.clear();
         self.pool.invalidate_all();
+    }
+
+    pub(crate) fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Runs `f` while no read or write of `ino` is under way here, if this
+    /// client has it open (answers whether it has).
+    pub(crate) async fn between_io(&self, ino: Ino, f: impl FnOnce()) -> bool {
+        match self.open_file(ino) {
+            Some(file) => {
+                let _g = file.lock.write().await;
+                f();
+                true
+            }
+            None => {
+                f();
+                false
+            }
+        }
+    }
+
+    /// Holds a data token on `start..end` of the open file (`write`, or
+    /// for reading) and then the file's lock for I/O (`exclusive` or
+    /// shared), asking again while a revocation takes the token between
+    /// the two; answers whether the shard was asked. A token asked for
+    /// brings the file's attributes as other clients left them.
+    async fn hold_for_io<'a>(
+        &self,
+        file: &'a OpenFile,
+        write: bool,
+        start: u64,
+        end: u64,
+        exclusive: impl Fn(&FileState) -> bool,
+    ) -> Result<(IoGuard<'a>, bool), ClientError> {
+        let mut asked = false;
+        loop {
+            let (ino, regular) = file.with(|s| (s.attr.ino, s.attr.kind == FileKind::File));
+            let tokens = regular && self.config.tokens;
+            if tokens {
+                if let Some(a) = self.hold_data(ino, write, start, end).await? {
+                    asked = true;
+                    file.with(|s| {
+                        if a.ctime >= s.attr.ctime {
+                            s.attr = a;
+                        }
+                    });
+                }
+            }
+            let guard = if file.with(|s| exclusive(s)) {
+                IoGuard::Exclusive(file.lock.write().await)
+            } else {
+                IoGuard::Shared(file.lock.read().await)
+            };
+            if !tokens || self.data_tokens.covers(ino, write, start, end) {
+                return Ok((guard, asked));
+            }
+        }
     }
 
     /// The files this client has open.
@@ -918,8 +987,12 @@ impl Client {
             .meta(ino, MetaRequest::Closed { ino, client }, Bytes::new())
             .await?
         {
-            (Response::Unlinked { orphan: Some(o) }, _) => self.reclaim(&o).await?,
+            (Response::Unlinked { orphan: Some(o) }, _) => {
+                self.data_tokens.closed(ino);
+                self.reclaim(&o).await?
+            }
             (Response::Unlinked { orphan: None }, _) => {
+                self.data_tokens.closed(ino);
                 // Opened again here while the close travelled: register anew
                 // (the shard counts a client once, so this is idempotent).
                 if self.already_open(ino) {
@@ -1054,8 +1127,12 @@ impl Client {
                 self.drain(f).await?;
             }
         }
+        let end_asked = offset.saturating_add(u64::from(size));
         let _guard = match &file {
-            Some(f) => Some(f.lock.read().await),
+            Some(f) => Some(
+                self.hold_for_io(f, false, offset, end_asked, |_| false)
+                    .await?,
+            ),
             None => None,
         };
         let (attr, end) = match &file {
@@ -1131,12 +1208,14 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        let needs_exclusive = file.with(|s| {
+        let needs_exclusive = |s: &FileState| {
             let known = s.attr.size.max(s.pending_end);
             s.attr.inline || (offset > known && !s.tail_clean)
-        });
-        if needs_exclusive {
-            let _g = file.lock.write().await;
+        };
+        let (guard, asked) = self
+            .hold_for_io(&file, true, offset, end, needs_exclusive)
+            .await?;
+        let dirty = if matches!(guard, IoGuard::Exclusive(_)) {
             let attr = file.with(|s| s.attr.clone());
             if attr.inline {
                 if end <= INLINE_MAX {
@@ -1157,9 +1236,8 @@ impl Client {
                 });
             }
             self.write_chunks(&file, &attr, offset, data, direct)
-                .await?;
+                .await?
         } else {
-            let _g = file.lock.read().await;
             let attr = file.with(|s| s.attr.clone());
             if attr.inline {
                 // Converted back meanwhile cannot happen: inline only goes away.
@@ -1169,7 +1247,19 @@ impl Client {
                 ));
             }
             self.write_chunks(&file, &attr, offset, data, direct)
-                .await?;
+                .await?
+        };
+        drop(guard);
+        // Not under the file's lock: the shard waits for other clients,
+        // which may be waiting for this one (a revocation takes the lock).
+        if dirty && !asked && self.config.tokens {
+            // Other nodes' cached size and mtime are stale from now on:
+            // their next look asks the shard, which has this client commit.
+            // (A write token asked for told the shard already.)
+            let req = MetaRequest::Writing { ino };
+            if let Err(e) = self.meta_unit(ino, req, "writing").await {
+                tracing::debug!(ino, error = %e, "could not tell the shard of a write");
+            }
         }
         Ok(len as u32)
     }
@@ -1181,7 +1271,7 @@ impl Client {
         offset: u64,
         data: Bytes,
         direct: bool,
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         file.wb.take_error()?;
         let end = offset + data.len() as u64;
         let f = file_data(attr);
@@ -1204,15 +1294,7 @@ impl Client {
             s.pending_end = s.pending_end.max(end);
             s.pending_mtime.replace(now).is_none()
         });
-        if became_dirty && self.config.tokens {
-            // Other nodes' cached size and mtime are stale from now on:
-            // their next look asks the shard, which has this client commit.
-            let req = MetaRequest::Writing { ino: attr.ino };
-            if let Err(e) = self.meta_unit(attr.ino, req, "writing").await {
-                tracing::debug!(ino = attr.ino, error = %e, "could not tell the shard of a write");
-            }
-        }
-        Ok(())
+        Ok(became_dirty)
     }
 
     /// Gathers a write into the file's per-block buffers; full blocks go to

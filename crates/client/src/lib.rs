@@ -20,6 +20,7 @@ mod caller;
 mod client;
 pub mod cluster;
 mod data;
+mod data_tokens;
 mod error;
 mod lease;
 mod pagepool;

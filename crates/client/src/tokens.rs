@@ -4,7 +4,8 @@
 //! blocks, writes out and commits files another node asks about
 //! (`Revoke::Flush`), hands the revocations to the mount (which drops the
 //! kernel's cached attributes, entries and pages), and acknowledges them
-//! with its next poll. The tasks start with the client's first metadata request
+//! with its next poll (a data token's revocation is acted on in the
+//! background, see `data_tokens`). The tasks start with the client's first metadata request
 //! (which waits for the nodes to hear the first poll: they give tokens only
 //! to clients that poll them) and end with the client. A client made with
 //! `ClientConfig::tokens` off does not poll and gets no tokens. When the
@@ -68,7 +69,7 @@ impl TokenKeeper {
         }
     }
 
-    fn mount(&self) -> Option<Arc<dyn Invalidate>> {
+    pub(crate) fn mount(&self) -> Option<Arc<dyn Invalidate>> {
         match self.mount.read() {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
@@ -297,7 +298,16 @@ async fn apply(client: &Arc<Client>, mut r: Revocations) {
                 }
             }
             Revoke::Entry { .. } => {}
+            // Acknowledged at once: the shard waits for `DataReleased`,
+            // which follows once what was written there is committed.
+            Revoke::Data { .. } => {
+                tokio::spawn(crate::data_tokens::release(client.clone(), item.clone()));
+            }
         }
+    }
+    r.items.retain(|i| !matches!(i, Revoke::Data { .. }));
+    if !r.reset && r.items.is_empty() {
+        return;
     }
     let Some(mount) = client.tokens.mount() else {
         return;

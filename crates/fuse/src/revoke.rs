@@ -1,6 +1,7 @@
 //! Dropping what the kernel caches when a metadata node revokes a token
 //! (see `weft_client::Invalidate`): an inode's attributes and pages
-//! (`FUSE_NOTIFY_INVAL_INODE`) and a directory entry
+//! (`FUSE_NOTIFY_INVAL_INODE`; for a data token, the pages of its range)
+//! and a directory entry
 //! (`FUSE_NOTIFY_INVAL_ENTRY`). The kernel answers ENOENT for what it does
 //! not cache, which is not an error here.
 
@@ -35,8 +36,25 @@ impl weft_client::Invalidate for KernelCache {
     /// Inodes first: dropping an entry may wait for its directory's lock.
     fn revoked(&self, items: &[Revoke]) {
         for item in items {
-            if let Revoke::Inode(ino) = item {
-                self.inode(*ino);
+            match item {
+                Revoke::Inode(ino) => self.inode(*ino),
+                // Pages of the range (mapped files), and the attributes.
+                Revoke::Data {
+                    ino, start, end, ..
+                } => {
+                    let off = i64::try_from(*start).unwrap_or(i64::MAX);
+                    // 0: to the end of the file.
+                    let len = i64::try_from(end.saturating_sub(*start))
+                        .ok()
+                        .filter(|_| *end != u64::MAX)
+                        .unwrap_or(0);
+                    quiet(
+                        "range",
+                        *ino,
+                        self.notifier.inval_inode(INodeNo(*ino), off, len),
+                    );
+                }
+                Revoke::Entry { .. } | Revoke::Flush(_) => {}
             }
         }
         for item in items {

@@ -567,6 +567,41 @@ impl MetaServer {
         r.clients > 0
     }
 
+    /// A data token on `start..end` of `ino` for the client served (see
+    /// `tokens::data`), with the file's attributes once the holders it
+    /// revoked committed. A write token also revokes the other clients'
+    /// cached attributes, as `Writing` does: the client's next write makes
+    /// the file's size and mtime stale.
+    fn data_token(
+        &self,
+        ino: Ino,
+        write: bool,
+        start: u64,
+        end: u64,
+    ) -> Result<weft_proto::token::DataGrant, OpError> {
+        let client = current_client();
+        self.read(|s| ops::getattr::getattr(s, ino))?;
+        let (start, end, seq) = match self.tokens().filter(|_| client != 0) {
+            Some(t) => t
+                .acquire_data(self.spec.fs, client, ino, write, start, end)
+                .ok_or_else(|| OpError::Conflict {
+                    reason: format!("a data token on inode {ino}: other clients kept taking it"),
+                })?,
+            None => (0, u64::MAX, 0),
+        };
+        if write {
+            self.revoke(client, [(crate::kv::Space::Inodes, &ino.to_be_bytes()[..])]);
+        }
+        let attr = self.read(|s| ops::getattr::getattr(s, ino))?;
+        Ok(weft_proto::token::DataGrant {
+            start,
+            end,
+            write,
+            seq,
+            attr,
+        })
+    }
+
     /// Revokes other clients' tokens on what a committed change touched
     /// (keys of this shard), before the change is answered.
     pub(crate) fn revoke<'a>(
@@ -698,6 +733,9 @@ impl MetaServer {
                 Response::Attr(attr)
             }
             MetaRequest::Closed { ino, client } => {
+                if let Some(t) = self.tokens() {
+                    t.close_data(self.spec.fs, current_client(), ino);
+                }
                 let orphan = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
                     if self.opens.close(ino, client, Instant::now()) {
                         Ok(self
@@ -935,6 +973,18 @@ impl MetaServer {
             MetaRequest::Buckets { dir } => {
                 Response::Buckets(self.read(|s| ops::split::buckets(s, dir))?)
             }
+            MetaRequest::DataToken {
+                ino,
+                write,
+                start,
+                end,
+            } => Response::DataToken(self.data_token(ino, write, start, end)?),
+            MetaRequest::DataReleased { ino: _, id } => {
+                if let Some(t) = self.tokens() {
+                    t.data_released(self.spec.fs, current_client(), id);
+                }
+                Response::Unit
+            }
             MetaRequest::Writing { ino } => {
                 self.read(|s| ops::getattr::getattr(s, ino))?;
                 self.revoke(
@@ -1163,6 +1213,8 @@ fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::AddLearner { .. } => "add_learner",
         MetaRequest::SetVoters { .. } => "set_voters",
         MetaRequest::Writing { .. } => "writing",
+        MetaRequest::DataToken { .. } => "data_token",
+        MetaRequest::DataReleased { .. } => "data_released",
         MetaRequest::Reopen { .. } => "reopen",
         MetaRequest::Buckets { .. } => "buckets",
     }

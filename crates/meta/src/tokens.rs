@@ -17,8 +17,10 @@
 //! then loses all its tokens (it is told to drop everything when it next
 //! polls, and gets no tokens until then), so one dead client delays a change
 //! by at most that wait, once.
+//!
+//! Byte-range data tokens of open files live in the same table (`data`).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -105,6 +107,12 @@ struct State {
     grants: HashMap<Covers, Vec<Holder>>,
     clients: HashMap<(FsId, u64), Queue>,
     swept: Option<Instant>,
+    /// Data tokens of open files (see `data`).
+    data: HashMap<(FsId, Ino), Vec<data::Held>>,
+    /// The last data token's sequence number or revocation id given.
+    next_id: u64,
+    /// Data revocations (fs, client, id) not released yet.
+    unreleased: HashSet<(FsId, u64, u64)>,
 }
 
 impl State {
@@ -156,6 +164,14 @@ impl State {
                 hs.retain(|h| h.client != client);
             }
         }
+        self.data.retain(|(f, _), held| {
+            if *f == fs {
+                held.retain(|h| h.client != client);
+            }
+            !held.is_empty()
+        });
+        self.unreleased
+            .retain(|(f, c, _)| !(*f == fs && *c == client));
         if let Some(q) = self.clients.get_mut(&(fs, client)) {
             q.reset = true;
             q.items.clear();
@@ -263,6 +279,8 @@ impl Tokens {
             let covers = match item {
                 Revoke::Inode(ino) | Revoke::Flush(ino) => Covers::Attr(fs, *ino),
                 Revoke::Entry { parent, name } => Covers::Entry(fs, *parent, name.clone()),
+                // Revoked by `acquire_data` alone.
+                Revoke::Data { .. } => continue,
             };
             let Some(hs) = st.grants.get_mut(&covers) else {
                 continue;
@@ -509,6 +527,9 @@ pub(crate) fn revokes_of<'a>(keys: impl IntoIterator<Item = (Space, &'a [u8])>) 
         })
         .collect()
 }
+
+mod data;
+pub use data::DATA_WAIT;
 
 #[cfg(test)]
 mod tests;

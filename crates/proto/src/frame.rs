@@ -22,7 +22,7 @@ use crate::error::ProtoError;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// The wire version this build speaks. Bump on any change to a message.
-pub const WIRE_VERSION: u16 = 20;
+pub const WIRE_VERSION: u16 = 21;
 pub const HEADER_LEN: usize = 36;
 /// Largest encoded body (directory listings, configuration).
 pub const MAX_BODY: u32 = 8 << 20;

@@ -505,6 +505,24 @@ pub enum MetaRequest {
     Buckets {
         dir: Ino,
     },
+    /// A byte-range data token on the open file `ino` for the asking
+    /// client (see [`crate::token`]): `write` to change bytes of
+    /// `start..end`, else to read them. The shard first has every other
+    /// client holding a conflicting token on that range write out and
+    /// commit what it wrote there and give it up, then answers
+    /// `DataToken` with a range that covers the one asked.
+    DataToken {
+        ino: Ino,
+        write: bool,
+        start: u64,
+        end: u64,
+    },
+    /// The client gave up what the revocation `id` (`Revoke::Data`) asked
+    /// for, having written out and committed its writes there first.
+    DataReleased {
+        ino: Ino,
+        id: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
@@ -758,6 +776,8 @@ pub enum Response {
     Replica(ReplicaInfo),
     /// The buckets of a split directory (`MetaRequest::Buckets`).
     Buckets(Vec<Ino>),
+    /// Answer to `MetaRequest::DataToken`.
+    DataToken(crate::token::DataGrant),
 }
 
 /// One replica's view of its shard's Raft group.

@@ -8,6 +8,20 @@
 //! acknowledges with its next long poll (`MetaRequest::Tokens`). A client
 //! that does not acknowledge within the revocation wait loses all its
 //! tokens and is told to drop everything (`reset`).
+//!
+//! Byte-range data tokens make reads and writes of one file from several
+//! clients coherent while they keep it open. Before a client reads bytes
+//! of an open file it holds a read token on them, before it writes them a
+//! write token (`MetaRequest::DataToken`); a write token allows reading
+//! too. Tokens of several clients on one range conflict unless all are
+//! read tokens. Asked for a token, the shard revokes the conflicting part
+//! of the others' (`Revoke::Data`): each holder stops using that range,
+//! writes out and commits what it wrote there, drops its cached blocks of
+//! the file and says so (`MetaRequest::DataReleased`); then the shard
+//! answers with the widest range around the one asked that conflicts with
+//! no one (the whole file when nobody else holds a token on it), with the
+//! file's attributes as the holders left them. A client gives its data
+//! tokens up with its last close of the file.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +38,30 @@ pub enum Revoke {
     /// client has open: write out what was written to it and commit its
     /// size and mtime before acknowledging (the token stays).
     Flush(Ino),
+    /// Stop using the data tokens granted before revocation `id` on
+    /// `start..end` of `ino` (all of them, or only write tokens when
+    /// `keep_read`): write out and commit what was written there, drop the
+    /// file's cached blocks, then tell the shard (`DataReleased { id }`).
+    Data {
+        ino: Ino,
+        start: u64,
+        end: u64,
+        keep_read: bool,
+        id: u64,
+    },
+}
+
+/// Answer to `MetaRequest::DataToken`: the range granted (`end` exclusive,
+/// `u64::MAX` for the end of any file), its sequence number (revocations
+/// with a larger `id` may take it back), and the file's attributes once the
+/// other holders committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataGrant {
+    pub start: u64,
+    pub end: u64,
+    pub write: bool,
+    pub seq: u64,
+    pub attr: crate::types::Attr,
 }
 
 /// Answer to a client's long poll.

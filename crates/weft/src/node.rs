@@ -447,7 +447,9 @@ impl Handler for Node {
                 | MetaRequest::SetAttr { .. }
                 | MetaRequest::TouchAtime { .. }
                 | MetaRequest::WriteInline { .. }
-                | MetaRequest::Writing { .. } => true,
+                | MetaRequest::Writing { .. }
+                | MetaRequest::DataToken { .. }
+                | MetaRequest::DataReleased { .. } => true,
                 _ => false,
             };
         if !fits || self.may_wait_for_others(*fs, from, req) {

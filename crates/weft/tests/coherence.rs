@@ -25,6 +25,15 @@
 //!   node, by a new open and through the descriptor open since before, is
 //!   the one its rank wrote — no lost and no stale bytes — and the size is
 //!   right.
+//! - `a_file_both_nodes_keep_open_is_coherent_byte_by_byte`: byte-range
+//!   data tokens. Both nodes open one file and read it whole (their
+//!   pagepools cache it). Then, in turns, one node writes a range (inside
+//!   a block, across the boundary of two, past the end) and the other reads
+//!   it at once through the descriptor it kept open, with no stat, close or
+//!   fsync between: it must read the new bytes, and, every few turns, the
+//!   whole file as written so far. Then both nodes write whole records over
+//!   the same offsets at once: each record must read back as one write's
+//!   bytes, never a mix of two.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -323,12 +332,125 @@ fn shared_file_writes_from_two_nodes_read_back_exactly() {
     }
 }
 
+/// A range of `(turn, offset, length)` for a turn of the test below: in
+/// one block, across two, or past the end of the file.
+fn turn_range(turn: usize, len: usize) -> (usize, usize) {
+    let block = 4 << 20;
+    match turn % 3 {
+        0 => ((turn * 7919) % (len - 70_000), 1 + (turn * 131) % 65_536),
+        1 => (block - 1000 - turn, 3000 + turn),
+        _ => (len + turn * 100, 500),
+    }
+}
+
+#[test]
+fn a_file_both_nodes_keep_open_is_coherent_byte_by_byte() {
+    let _serial = netns::one_at_a_time();
+    let clock = Clock(Instant::now());
+    let Some(c) = boot("range", 1, &clock) else {
+        return;
+    };
+    let (m1, m2) = (c.mount("c1"), c.mount("c2"));
+    let len = 8usize << 20;
+    std::fs::write(m1.join("shared"), vec![0u8; len]).unwrap();
+    let open = |m: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.join("shared"))
+            .unwrap()
+    };
+    let files = [open(&m1), open(&m2)];
+    let whole = |f: &std::fs::File, size: usize| {
+        let mut got = vec![0u8; size];
+        f.read_exact_at(&mut got, 0).unwrap();
+        got
+    };
+    for f in &files {
+        assert_eq!(whole(f, len), vec![0u8; len]);
+    }
+    let mut expect = vec![0u8; len];
+    for turn in 0..60 {
+        let (w, r) = (&files[turn % 2], &files[1 - turn % 2]);
+        let (at, n) = turn_range(turn, expect.len());
+        let data = record((turn % 2) as u64, turn as u64, n);
+        w.write_all_at(&data, at as u64).unwrap();
+        if at + n > expect.len() {
+            expect.resize(at + n, 0);
+        }
+        expect[at..at + n].copy_from_slice(&data);
+        let mut got = vec![0u8; n];
+        r.read_exact_at(&mut got, at as u64)
+            .unwrap_or_else(|e| panic!("turn {turn}: read {n} bytes at {at}: {e}"));
+        assert!(
+            got == data,
+            "turn {turn}: the other node's write of {n} bytes at {at} is not read at once"
+        );
+        if turn % 10 == 9 {
+            assert!(
+                whole(r, expect.len()) == expect,
+                "turn {turn}: the whole file differs from what both nodes wrote"
+            );
+        }
+    }
+    clock.say("60 turns: each node read the other's write at once");
+
+    // Both nodes write over the same records at once.
+    let (records, rlen, writes) = (8usize, 96 * 1024, 40usize);
+    let ranks: Vec<_> = files
+        .iter()
+        .map(|f| f.try_clone().unwrap())
+        .enumerate()
+        .map(|(rank, f)| {
+            std::thread::spawn(move || {
+                for w in 0..writes {
+                    let k = (w * 3 + rank) % records;
+                    let data = record(rank as u64 + 10, w as u64, rlen);
+                    f.write_all_at(&data, (k * rlen) as u64).unwrap();
+                }
+            })
+        })
+        .collect();
+    for r in ranks {
+        r.join().unwrap();
+    }
+    for (i, f) in files.iter().enumerate() {
+        let got = whole(f, records * rlen);
+        for k in 0..records {
+            let piece = &got[k * rlen..(k + 1) * rlen];
+            let whose = (0..2).find(|rank| {
+                (0..writes).any(|w| {
+                    (w * 3 + rank) % records == k
+                        && piece == &record(*rank as u64 + 10, w as u64, rlen)[..]
+                })
+            });
+            assert!(
+                whose.is_some(),
+                "record {k} through node {} is not one write's bytes",
+                i + 1
+            );
+        }
+    }
+    clock.say("records written by both nodes at once are each one write's");
+    drop(files);
+    let lost = lost_tokens(&c);
+    assert!(lost.is_empty(), "a client lost its tokens: {lost:?}");
+}
+
 /// The meta nodes' log lines of clients that lost their tokens (a
 /// revocation not acknowledged in time).
 fn lost_tokens(c: &Cluster) -> Vec<String> {
     ["q1", "s1", "s2", "s3"]
         .iter()
-        .flat_map(|h| c.log_lines(h, &["did not acknowledge a revocation"]))
+        .flat_map(|h| {
+            c.log_lines(
+                h,
+                &[
+                    "did not acknowledge a revocation",
+                    "did not release a data token",
+                ],
+            )
+        })
         .collect()
 }
 
