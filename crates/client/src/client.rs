@@ -871,14 +871,8 @@ impl Client {
     /// client whose lease runs out, so the lease is renewed from now on.
     async fn register_open(&self, ino: Ino) -> Result<Attr, ClientError> {
         let client = self.lock_client_id();
-        let attr = self
-            .meta_attr(
-                ino,
-                MetaRequest::Opened { ino, client },
-                Bytes::new(),
-                "opened",
-            )
-            .await?;
+        let req = MetaRequest::Opened { ino, client };
+        let attr = self.data_tokens_at_open(ino, req).await?;
         self.keep_locks_alive();
         Ok(attr)
     }

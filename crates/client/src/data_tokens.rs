@@ -168,7 +168,26 @@ impl DataTokens {
         Self::settle(&mut files, ino);
     }
 
-    /// A request that failed.
+    /// [`DataTokens::granted`] of an answer; its attributes.
+    fn answered(&self, ino: Ino, gen: u64, g: DataGrant) -> weft_proto::types::Attr {
+        let DataGrant {
+            start,
+            end,
+            write,
+            seq,
+            attr,
+        } = g;
+        let piece = Piece {
+            start,
+            end,
+            write,
+            seq,
+        };
+        self.granted(ino, gen, piece);
+        attr
+    }
+
+    /// A request that failed (or was answered without a token).
     fn failed(&self, ino: Ino) {
         Self::settle(&mut self.lock(), ino);
     }
@@ -220,6 +239,31 @@ impl DataTokens {
 }
 
 impl Client {
+    /// Sends `Opened` for `ino`, whose answer carries a read token on the
+    /// whole file when no other client writes it; answers the attributes.
+    pub(crate) async fn data_tokens_at_open(
+        &self,
+        ino: Ino,
+        req: MetaRequest,
+    ) -> Result<weft_proto::types::Attr, ClientError> {
+        let gen = self.data_tokens.asking(ino);
+        match self.meta(ino, req, Bytes::new()).await {
+            Ok((Response::DataToken(g), _)) => Ok(self.data_tokens.answered(ino, gen, g)),
+            Ok((Response::Attr(a), _)) => {
+                self.data_tokens.failed(ino);
+                Ok(a)
+            }
+            Ok((other, _)) => {
+                self.data_tokens.failed(ino);
+                Err(unexpected(&*self.meta_peer(ino)?, "opened", &other))
+            }
+            Err(e) => {
+                self.data_tokens.failed(ino);
+                Err(e)
+            }
+        }
+    }
+
     /// Makes sure a data token covers `start..end` of the open file `ino`
     /// (see the module header); answers the file's attributes when it had
     /// to ask the shard for one (a write token also told the shard of the
@@ -242,23 +286,7 @@ impl Client {
             end: end.max(start.saturating_add(1)),
         };
         match self.meta(ino, req, Bytes::new()).await {
-            Ok((Response::DataToken(g), _)) => {
-                let DataGrant {
-                    start,
-                    end,
-                    write,
-                    seq,
-                    attr,
-                } = g;
-                let piece = Piece {
-                    start,
-                    end,
-                    write,
-                    seq,
-                };
-                self.data_tokens.granted(ino, gen, piece);
-                Ok(Some(attr))
-            }
+            Ok((Response::DataToken(g), _)) => Ok(Some(self.data_tokens.answered(ino, gen, g))),
             Ok((other, _)) => {
                 self.data_tokens.failed(ino);
                 Err(unexpected(&*self.meta_peer(ino)?, "data token", &other))

@@ -530,6 +530,7 @@ impl MetaServer {
             |ino: weft_proto::types::Ino| weft_proto::types::ino_shard(ino) == self.spec.shard;
         match reply {
             Response::Attr(a) if mine(a.ino) => grants.push(Grant::Attr(a.ino)),
+            Response::DataToken(g) if mine(g.attr.ino) => grants.push(Grant::Attr(g.attr.ino)),
             Response::Entries { entries, .. } => {
                 for e in entries {
                     if let Some(dir) = listed {
@@ -730,7 +731,21 @@ impl MetaServer {
             MetaRequest::Opened { ino, client } => {
                 let attr = self.read(|s| ops::getattr::getattr(s, ino))?;
                 self.opens.open(ino, client, Instant::now());
-                Response::Attr(attr)
+                let reader = current_client();
+                let seq = self
+                    .tokens()
+                    .filter(|_| reader != 0 && attr.kind == weft_proto::types::FileKind::File)
+                    .and_then(|t| t.read_whole(self.spec.fs, reader, ino));
+                match seq {
+                    Some(seq) => Response::DataToken(weft_proto::token::DataGrant {
+                        start: 0,
+                        end: u64::MAX,
+                        write: false,
+                        seq,
+                        attr,
+                    }),
+                    None => Response::Attr(attr),
+                }
             }
             MetaRequest::Closed { ino, client } => {
                 if let Some(t) = self.tokens() {

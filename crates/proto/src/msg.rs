@@ -361,7 +361,9 @@ pub enum MetaRequest {
         /// commit does not extend the file.
         client: u64,
     },
-    /// A client opened the file (answers its attributes).
+    /// A client opened the file: answers its attributes, as `DataToken`
+    /// with a read token on the whole file when no other client holds a
+    /// write token on it (see [`crate::token`]), else as `Attr`.
     Opened {
         ino: Ino,
         client: u64,

@@ -20,8 +20,10 @@
 //! the file and says so (`MetaRequest::DataReleased`); then the shard
 //! answers with the widest range around the one asked that conflicts with
 //! no one (the whole file when nobody else holds a token on it), with the
-//! file's attributes as the holders left them. A client gives its data
-//! tokens up with its last close of the file.
+//! file's attributes as the holders left them. An open (`Opened`) is
+//! answered with a read token on the whole file when no other client holds
+//! a write token on it. A client gives its data tokens up with its last
+//! close of the file.
 
 use serde::{Deserialize, Serialize};
 

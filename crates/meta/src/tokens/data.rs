@@ -236,6 +236,31 @@ impl Tokens {
         None
     }
 
+    /// A read token on the whole of `ino` for `client` opening it, when no
+    /// other client holds a write token on any of it (an open waits for
+    /// nobody); its sequence number. None for a client that does not poll.
+    pub fn read_whole(&self, fs: FsId, client: u64, ino: Ino) -> Option<u64> {
+        let mut st = self.lock();
+        match st.clients.get(&(fs, client)) {
+            Some(q) if !q.reset => {}
+            _ => return None,
+        }
+        st.next_id += 1;
+        let seq = st.next_id;
+        let held = st.data.entry((fs, ino)).or_default();
+        widest(held, client, false, 0, u64::MAX)?;
+        note(
+            held,
+            Held {
+                client,
+                write: false,
+                start: 0,
+                end: u64::MAX,
+            },
+        );
+        Some(seq)
+    }
+
     /// `client` released what revocation `id` asked for.
     pub fn data_released(&self, fs: FsId, client: u64, id: u64) {
         let mut st = self.lock();
@@ -410,6 +435,22 @@ mod tests {
         t.poll(FS, 8, 0, Duration::ZERO);
         assert_eq!(t.acquire_data(FS, 7, 10, true, 5, 6).unwrap().1, u64::MAX);
         assert_eq!(t.acquire_data(FS, 8, 10, true, 5, 6).unwrap().0, 0);
+    }
+
+    #[test]
+    fn an_open_reads_the_whole_file_unless_another_client_writes_it() {
+        let t = Tokens::default();
+        t.poll(FS, 7, 0, Duration::ZERO);
+        t.poll(FS, 8, 0, Duration::ZERO);
+        assert!(t.read_whole(FS, 7, 10).is_some());
+        assert!(t.read_whole(FS, 8, 10).is_some(), "readers share");
+        // A writer elsewhere, on any range: the open gets no token.
+        t.close_data(FS, 8, 10);
+        let (lo, hi, _) = t.acquire_data(FS, 7, 10, true, 100, 200).unwrap();
+        assert_eq!((lo, hi), (0, u64::MAX));
+        assert_eq!(t.read_whole(FS, 8, 10), None);
+        // Not polling: none.
+        assert_eq!(t.read_whole(FS, 9, 11), None);
     }
 
     #[test]
