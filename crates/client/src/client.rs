@@ -59,6 +59,9 @@ struct FileState {
     pending_alloc: i64,
     /// Chunks past the known size were cleared: gap writes need no cleanup.
     tail_clean: bool,
+    /// Created by this open and never uninlined: no chunk of this
+    /// incarnation can exist, so uninlining has nothing to clear first.
+    fresh: bool,
 }
 
 struct OpenFile {
@@ -854,14 +857,14 @@ impl Client {
     /// the file is emptied (O_TRUNC).
     pub async fn open(&self, ino: Ino, truncate: bool) -> Result<(), ClientError> {
         let attr = self.register_open(ino).await?;
-        self.open_local(attr, truncate).await
+        self.open_local(attr, truncate, false).await
     }
 
     /// [`Client::open`] of a file whose attributes the caller has just had
     /// from the meta role (a create or lookup answer).
     pub async fn open_with(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
         let attr = self.register_open(attr.ino).await?;
-        self.open_local(attr, truncate).await
+        self.open_local(attr, truncate, false).await
     }
 
     /// Tells the shard this client has `ino` open (idempotent: the shard
@@ -891,7 +894,7 @@ impl Client {
             return self.open_with(attr.clone(), false).await.map(|()| attr);
         }
         self.keep_locks_alive();
-        self.open_local(attr.clone(), false).await?;
+        self.open_local(attr.clone(), false, true).await?;
         Ok(attr)
     }
 
@@ -903,7 +906,13 @@ impl Client {
         self.pool.invalidate(attr.ino, 0);
     }
 
-    async fn open_local(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
+    /// `created`: the open is the create's, so the file is new.
+    async fn open_local(
+        &self,
+        attr: Attr,
+        truncate: bool,
+        created: bool,
+    ) -> Result<(), ClientError> {
         let ino = attr.ino;
         if !self.already_open(ino) {
             // Another node may have changed the file since this client last
@@ -929,6 +938,7 @@ impl Client {
                                 pending_mtime: None,
                                 pending_alloc: 0,
                                 tail_clean: false,
+                                fresh: created,
                             }),
                             wb: WriteBehind::default(),
                             ra: Mutex::new(ReadAhead::default()),
@@ -1069,18 +1079,33 @@ impl Client {
     /// Moves an inline file's bytes into chunks, durably, before metadata says so.
     async fn uninline(&self, attr: &Attr) -> Result<Attr, ClientError> {
         let ino = attr.ino;
-        let bytes = match self
-            .meta(ino, MetaRequest::ReadInline { ino }, Bytes::new())
-            .await?
-        {
-            (Response::Unit, data) => data,
-            (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "read inline", &other)),
+        let bytes = if attr.size == 0 {
+            Bytes::new()
+        } else {
+            match self
+                .meta(ino, MetaRequest::ReadInline { ino }, Bytes::new())
+                .await?
+            {
+                (Response::Unit, data) => data,
+                (other, _) => {
+                    return Err(unexpected(&*self.meta_peer(ino)?, "read inline", &other))
+                }
+            }
         };
         let f = file_data(attr);
+        let open = self.open_file(ino);
+        let fresh = open
+            .as_ref()
+            .is_some_and(|file| file.with(|s| std::mem::take(&mut s.fresh)));
         // A crashed uninline may have left a chunk: clear it first. Only
         // uninlining writes chunks of an inline file, and inline bytes fit
-        // in block 0, so that chunk is the only one there can be.
-        let mut delta = self.data.delete_blocks(&f, 0, 1).await?;
+        // in block 0, so that chunk is the only one there can be. A file
+        // this open created has had no uninline.
+        let mut delta = if fresh {
+            0
+        } else {
+            self.data.delete_blocks(&f, 0, 1).await?
+        };
         if !bytes.is_empty() {
             delta += self.data.write(&f, 0, bytes, false).await?;
             self.data.sync(&f).await?;
@@ -1092,7 +1117,7 @@ impl Client {
             let req = MetaRequest::Allocated { ino, delta };
             a = self.meta_attr(ino, req, Bytes::new(), "allocated").await?;
         }
-        if let Some(file) = self.open_file(ino) {
+        if let Some(file) = open {
             file.with(|s| {
                 s.attr = a.clone();
                 s.tail_clean = true;

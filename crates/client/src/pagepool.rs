@@ -44,7 +44,8 @@ enum Slot {
 
 #[derive(Default)]
 struct Inner {
-    slots: HashMap<BlockKey, Slot>,
+    /// Ordered by file, so dropping one file's blocks does not walk the others'.
+    slots: BTreeMap<BlockKey, Slot>,
     /// Ready blocks by last use.
     lru: BTreeMap<u64, BlockKey>,
     tick: u64,
@@ -246,11 +247,21 @@ impl PagePool {
     pub fn invalidate(&self, ino: u64, from_block: u64) {
         let mut g = self.lock();
         g.bump(ino);
+        let first = BlockKey {
+            ino,
+            gen: 0,
+            block: 0,
+        };
+        let last = BlockKey {
+            ino,
+            gen: u64::MAX,
+            block: u64::MAX,
+        };
         let victims: Vec<BlockKey> = g
             .slots
-            .keys()
-            .filter(|k| k.ino == ino && k.block >= from_block)
-            .copied()
+            .range(first..=last)
+            .map(|(k, _)| *k)
+            .filter(|k| k.block >= from_block)
             .collect();
         for k in victims {
             if let Some(Slot::Ready { data, tick }) = g.slots.remove(&k) {
@@ -265,13 +276,9 @@ impl PagePool {
         let mut g = self.lock();
         g.epochs.clear();
         g.epoch_base += 1;
-        let victims: Vec<BlockKey> = g.slots.keys().copied().collect();
-        for k in victims {
-            if let Some(Slot::Ready { data, tick }) = g.slots.remove(&k) {
-                g.lru.remove(&tick);
-                g.cached -= data.len() as u64;
-            }
-        }
+        g.slots.clear();
+        g.lru.clear();
+        g.cached = 0;
     }
 
     /// Drops one cached block.
@@ -321,6 +328,32 @@ mod tests {
         assert_eq!(got.as_deref(), Some(&b"block0"[..]));
         assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(pool.stats().cached_bytes, 6);
+    }
+
+    #[tokio::test]
+    async fn invalidating_a_file_drops_its_blocks_of_every_generation_and_no_others() {
+        let pool = PagePool::new(1 << 20);
+        let keys = [
+            (6, 1, 0),
+            (7, 1, 0),
+            (7, 1, 3),
+            (7, 2, 1),
+            (7, 2, 5),
+            (8, 1, 0),
+        ]
+        .map(|(ino, gen, block)| BlockKey { ino, gen, block });
+        for k in keys {
+            pool.prefetch(k, async { Some(Bytes::from_static(b"b")) });
+            pool.lookup(&k).unwrap().await;
+        }
+        pool.invalidate(7, 2);
+        let left: Vec<_> = keys.iter().map(|k| pool.lookup(k).is_some()).collect();
+        assert_eq!(left, [true, true, false, true, false, true]);
+        assert_eq!(pool.stats().cached_bytes, 4);
+        pool.invalidate(7, 0);
+        assert_eq!(pool.stats().cached_bytes, 2);
+        pool.invalidate_all();
+        assert_eq!(pool.stats(), PagePool::new(1 << 20).stats());
     }
 
     #[tokio::test]

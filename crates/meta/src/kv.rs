@@ -18,6 +18,7 @@
 //! which names its shard ([`crate::route`]). One shard's implementation
 //! here sees local keys only.
 
+use std::cell::OnceCell;
 #[cfg(test)]
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -152,16 +153,20 @@ fn meta_key(k: &[u8]) -> Result<&str, OpError> {
     std::str::from_utf8(k).map_err(|_| bad(Space::Meta, "not UTF-8"))
 }
 
-/// The shard's five redb tables, opened in one transaction.
-pub(crate) struct RedbKv<I, D, X, O, M> {
-    inodes: I,
-    dirents: D,
-    xattrs: X,
-    orphans: O,
-    meta: M,
+/// The shard's five redb tables in one transaction, each opened at its
+/// first use: most operations touch one or two of them, and opening a table
+/// is a lookup in redb's table tree.
+pub(crate) struct RedbKv<Tx, I, D, X, O, M> {
+    txn: Tx,
+    inodes: OnceCell<I>,
+    dirents: OnceCell<D>,
+    xattrs: OnceCell<X>,
+    orphans: OnceCell<O>,
+    meta: OnceCell<M>,
 }
 
-pub(crate) type RedbRead = RedbKv<
+pub(crate) type RedbRead<'t> = RedbKv<
+    &'t ReadTransaction,
     ReadOnlyTable<u64, &'static [u8]>,
     ReadOnlyTable<&'static [u8], (u64, u8)>,
     ReadOnlyTable<&'static [u8], &'static [u8]>,
@@ -170,6 +175,7 @@ pub(crate) type RedbRead = RedbKv<
 >;
 
 pub(crate) type RedbWrite<'t> = RedbKv<
+    &'t WriteTransaction,
     Table<'t, u64, &'static [u8]>,
     Table<'t, &'static [u8], (u64, u8)>,
     Table<'t, &'static [u8], &'static [u8]>,
@@ -177,28 +183,47 @@ pub(crate) type RedbWrite<'t> = RedbKv<
     Table<'t, &'static str, u64>,
 >;
 
-impl RedbRead {
-    pub(crate) fn open(txn: &ReadTransaction) -> Result<Self, OpError> {
+impl<Tx, I, D, X, O, M> RedbKv<Tx, I, D, X, O, M> {
+    /// The tables of `txn` (none is opened yet).
+    pub(crate) fn open(txn: Tx) -> Result<Self, OpError> {
         Ok(RedbKv {
-            inodes: txn.open_table(INODES)?,
-            dirents: txn.open_table(DIRENTS)?,
-            xattrs: txn.open_table(XATTRS)?,
-            orphans: txn.open_table(ORPHANS)?,
-            meta: txn.open_table(META)?,
+            txn,
+            inodes: OnceCell::new(),
+            dirents: OnceCell::new(),
+            xattrs: OnceCell::new(),
+            orphans: OnceCell::new(),
+            meta: OnceCell::new(),
         })
     }
 }
 
-impl<'t> RedbWrite<'t> {
-    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, OpError> {
-        Ok(RedbKv {
-            inodes: txn.open_table(INODES)?,
-            dirents: txn.open_table(DIRENTS)?,
-            xattrs: txn.open_table(XATTRS)?,
-            orphans: txn.open_table(ORPHANS)?,
-            meta: txn.open_table(META)?,
-        })
+/// The table in `cell`, opened by `open` the first time.
+fn table<T>(
+    cell: &OnceCell<T>,
+    open: impl FnOnce() -> Result<T, redb::TableError>,
+) -> Result<&T, OpError> {
+    if cell.get().is_none() {
+        // Only this transaction's thread fills the cell: `set` cannot fail.
+        let _ = cell.set(open()?);
     }
+    cell.get().ok_or_else(|| OpError::BadRecord {
+        what: "metadata table".into(),
+        reason: "not opened".into(),
+    })
+}
+
+/// [`table`], for writing.
+fn table_mut<T>(
+    cell: &mut OnceCell<T>,
+    open: impl FnOnce() -> Result<T, redb::TableError>,
+) -> Result<&mut T, OpError> {
+    if cell.get().is_none() {
+        let _ = cell.set(open()?);
+    }
+    cell.get_mut().ok_or_else(|| OpError::BadRecord {
+        what: "metadata table".into(),
+        reason: "not opened".into(),
+    })
 }
 
 fn lower(from: &[u8], exclusive: bool) -> Bound<&[u8]> {
@@ -209,8 +234,88 @@ fn lower(from: &[u8], exclusive: bool) -> Bound<&[u8]> {
     }
 }
 
-impl<I, D, X, O, M> KvRead for RedbKv<I, D, X, O, M>
+/// Opens a shard's tables in a read or a write transaction.
+pub(crate) trait OpenTables<I, D, X, O, M> {
+    fn inodes(&self) -> Result<I, redb::TableError>;
+    fn dirents(&self) -> Result<D, redb::TableError>;
+    fn xattrs(&self) -> Result<X, redb::TableError>;
+    fn orphans(&self) -> Result<O, redb::TableError>;
+    fn meta(&self) -> Result<M, redb::TableError>;
+}
+
+impl
+    OpenTables<
+        ReadOnlyTable<u64, &'static [u8]>,
+        ReadOnlyTable<&'static [u8], (u64, u8)>,
+        ReadOnlyTable<&'static [u8], &'static [u8]>,
+        ReadOnlyTable<u64, ()>,
+        ReadOnlyTable<&'static str, u64>,
+    > for &ReadTransaction
+{
+    fn inodes(&self) -> Result<ReadOnlyTable<u64, &'static [u8]>, redb::TableError> {
+        self.open_table(INODES)
+    }
+    fn dirents(&self) -> Result<ReadOnlyTable<&'static [u8], (u64, u8)>, redb::TableError> {
+        self.open_table(DIRENTS)
+    }
+    fn xattrs(&self) -> Result<ReadOnlyTable<&'static [u8], &'static [u8]>, redb::TableError> {
+        self.open_table(XATTRS)
+    }
+    fn orphans(&self) -> Result<ReadOnlyTable<u64, ()>, redb::TableError> {
+        self.open_table(ORPHANS)
+    }
+    fn meta(&self) -> Result<ReadOnlyTable<&'static str, u64>, redb::TableError> {
+        self.open_table(META)
+    }
+}
+
+impl<'t>
+    OpenTables<
+        Table<'t, u64, &'static [u8]>,
+        Table<'t, &'static [u8], (u64, u8)>,
+        Table<'t, &'static [u8], &'static [u8]>,
+        Table<'t, u64, ()>,
+        Table<'t, &'static str, u64>,
+    > for &'t WriteTransaction
+{
+    fn inodes(&self) -> Result<Table<'t, u64, &'static [u8]>, redb::TableError> {
+        (*self).open_table(INODES)
+    }
+    fn dirents(&self) -> Result<Table<'t, &'static [u8], (u64, u8)>, redb::TableError> {
+        (*self).open_table(DIRENTS)
+    }
+    fn xattrs(&self) -> Result<Table<'t, &'static [u8], &'static [u8]>, redb::TableError> {
+        (*self).open_table(XATTRS)
+    }
+    fn orphans(&self) -> Result<Table<'t, u64, ()>, redb::TableError> {
+        (*self).open_table(ORPHANS)
+    }
+    fn meta(&self) -> Result<Table<'t, &'static str, u64>, redb::TableError> {
+        (*self).open_table(META)
+    }
+}
+
+impl<Tx: OpenTables<I, D, X, O, M>, I, D, X, O, M> RedbKv<Tx, I, D, X, O, M> {
+    fn inodes(&self) -> Result<&I, OpError> {
+        table(&self.inodes, || self.txn.inodes())
+    }
+    fn dirents(&self) -> Result<&D, OpError> {
+        table(&self.dirents, || self.txn.dirents())
+    }
+    fn xattrs(&self) -> Result<&X, OpError> {
+        table(&self.xattrs, || self.txn.xattrs())
+    }
+    fn orphans(&self) -> Result<&O, OpError> {
+        table(&self.orphans, || self.txn.orphans())
+    }
+    fn meta(&self) -> Result<&M, OpError> {
+        table(&self.meta, || self.txn.meta())
+    }
+}
+
+impl<Tx, I, D, X, O, M> KvRead for RedbKv<Tx, I, D, X, O, M>
 where
+    Tx: OpenTables<I, D, X, O, M>,
     I: ReadableTable<u64, &'static [u8]>,
     D: ReadableTable<&'static [u8], (u64, u8)>,
     X: ReadableTable<&'static [u8], &'static [u8]>,
@@ -220,17 +325,20 @@ where
     fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>, OpError> {
         Ok(match space {
             Space::Inodes => self
-                .inodes
+                .inodes()?
                 .get(u64_be(space, key)?)?
                 .map(|g| g.value().to_vec()),
-            Space::Dirents => self.dirents.get(key)?.map(|g| {
+            Space::Dirents => self.dirents()?.get(key)?.map(|g| {
                 let (ino, code) = g.value();
                 encode_entry(ino, code).to_vec()
             }),
-            Space::Xattrs => self.xattrs.get(key)?.map(|g| g.value().to_vec()),
-            Space::Orphans => self.orphans.get(u64_be(space, key)?)?.map(|_| Vec::new()),
+            Space::Xattrs => self.xattrs()?.get(key)?.map(|g| g.value().to_vec()),
+            Space::Orphans => self
+                .orphans()?
+                .get(u64_be(space, key)?)?
+                .map(|_| Vec::new()),
             Space::Meta => self
-                .meta
+                .meta()?
                 .get(meta_key(key)?)?
                 .map(|g| g.value().to_le_bytes().to_vec()),
         })
@@ -255,7 +363,7 @@ where
         match space {
             Space::Dirents => {
                 for item in self
-                    .dirents
+                    .dirents()?
                     .range::<&[u8]>((lower(from, exclusive), Bound::Unbounded))?
                 {
                     let (k, v) = item?;
@@ -267,7 +375,7 @@ where
             }
             Space::Xattrs => {
                 for item in self
-                    .xattrs
+                    .xattrs()?
                     .range::<&[u8]>((lower(from, exclusive), Bound::Unbounded))?
                 {
                     let (k, v) = item?;
@@ -291,14 +399,14 @@ where
                     Bound::Unbounded,
                 );
                 if space == Space::Inodes {
-                    for item in self.inodes.range::<u64>(range)? {
+                    for item in self.inodes()?.range::<u64>(range)? {
                         let (k, v) = item?;
                         if !push(k.value().to_be_bytes().to_vec(), v.value().to_vec()) {
                             break;
                         }
                     }
                 } else {
-                    for item in self.orphans.range::<u64>(range)? {
+                    for item in self.orphans()?.range::<u64>(range)? {
                         let (k, _) = item?;
                         if !push(k.value().to_be_bytes().to_vec(), Vec::new()) {
                             break;
@@ -307,7 +415,7 @@ where
                 }
             }
             Space::Meta => {
-                for item in self.meta.iter()? {
+                for item in self.meta()?.iter()? {
                     let (k, v) = item?;
                     let key = k.value().as_bytes().to_vec();
                     let after = if exclusive {
@@ -327,33 +435,46 @@ where
 
 impl KvWrite for RedbWrite<'_> {
     fn set(&mut self, space: Space, key: &[u8], value: &[u8]) -> Result<(), OpError> {
+        let txn = self.txn;
         match space {
             Space::Inodes => {
-                self.inodes.insert(u64_be(space, key)?, value)?;
+                table_mut(&mut self.inodes, || txn.inodes())?.insert(u64_be(space, key)?, value)?;
             }
             Space::Dirents => {
-                self.dirents.insert(key, entry_value(value)?)?;
+                table_mut(&mut self.dirents, || txn.dirents())?.insert(key, entry_value(value)?)?;
             }
             Space::Xattrs => {
-                self.xattrs.insert(key, value)?;
+                table_mut(&mut self.xattrs, || txn.xattrs())?.insert(key, value)?;
             }
             Space::Orphans => {
-                self.orphans.insert(u64_be(space, key)?, ())?;
+                table_mut(&mut self.orphans, || txn.orphans())?.insert(u64_be(space, key)?, ())?;
             }
             Space::Meta => {
-                self.meta.insert(meta_key(key)?, u64_le(space, value)?)?;
+                table_mut(&mut self.meta, || txn.meta())?
+                    .insert(meta_key(key)?, u64_le(space, value)?)?;
             }
         }
         Ok(())
     }
 
     fn delete(&mut self, space: Space, key: &[u8]) -> Result<bool, OpError> {
+        let txn = self.txn;
         Ok(match space {
-            Space::Inodes => self.inodes.remove(u64_be(space, key)?)?.is_some(),
-            Space::Dirents => self.dirents.remove(key)?.is_some(),
-            Space::Xattrs => self.xattrs.remove(key)?.is_some(),
-            Space::Orphans => self.orphans.remove(u64_be(space, key)?)?.is_some(),
-            Space::Meta => self.meta.remove(meta_key(key)?)?.is_some(),
+            Space::Inodes => table_mut(&mut self.inodes, || txn.inodes())?
+                .remove(u64_be(space, key)?)?
+                .is_some(),
+            Space::Dirents => table_mut(&mut self.dirents, || txn.dirents())?
+                .remove(key)?
+                .is_some(),
+            Space::Xattrs => table_mut(&mut self.xattrs, || txn.xattrs())?
+                .remove(key)?
+                .is_some(),
+            Space::Orphans => table_mut(&mut self.orphans, || txn.orphans())?
+                .remove(u64_be(space, key)?)?
+                .is_some(),
+            Space::Meta => table_mut(&mut self.meta, || txn.meta())?
+                .remove(meta_key(key)?)?
+                .is_some(),
         })
     }
 }
