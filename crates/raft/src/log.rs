@@ -1,5 +1,6 @@
 //! The Raft log, vote and commit point of one group member, in redb: every
-//! append and every vote is durable (fsync'ed) before Raft is told so. The
+//! append and every vote is durable (fsync'ed) before Raft is told so; the
+//! commit point is written without an fsync of its own. The
 //! store is generic over the group's type configuration; the quorum keeps it
 //! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
 //!
@@ -62,9 +63,17 @@ pub fn get_meta<T: DeserializeOwned>(db: &Database, key: &str) -> Result<Option<
 
 /// Writes META records in one durable transaction.
 pub fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), StorageError> {
+    put_meta_with(db, records, Durability::Immediate)
+}
+
+/// Writes META records in one transaction of the given durability.
+fn put_meta_with(
+    db: &Database,
+    records: &[(&str, Vec<u8>)],
+    durability: Durability,
+) -> Result<(), StorageError> {
     let mut txn = db.begin_write().map_err(write_err)?;
-    txn.set_durability(Durability::Immediate)
-        .map_err(write_err)?;
+    txn.set_durability(durability).map_err(write_err)?;
     {
         let mut table = txn.open_table(META).map_err(write_err)?;
         for (k, v) in records {
@@ -257,8 +266,17 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         get_meta(&self.db, VOTE)
     }
 
+    /// Not fsync'ed: it becomes durable with the flusher's next fsync. Raft
+    /// needs no durable commit point (openraft only re-applies up to it at
+    /// start, and takes the state machine's applied entry when that is
+    /// ahead), and an fsync here, on Raft's own task, cost every member an
+    /// fsync per commit.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        put_meta(&self.db, &[(COMMITTED, encode(&committed)?)])
+        put_meta_with(
+            &self.db,
+            &[(COMMITTED, encode(&committed)?)],
+            Durability::None,
+        )
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
