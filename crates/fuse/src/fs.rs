@@ -221,6 +221,24 @@ impl WeftFs {
         }
     }
 
+    /// Runs one request to its end on a thread of the runtime's blocking
+    /// pool, inside its span: for direct reads and writes, which go to the
+    /// disk and back (a local NSD serves a small direct request on the
+    /// caller's thread): one hand-off instead of three, and as many in
+    /// flight as the application has, whatever the FUSE threads.
+    fn run_blocking<F, Fut>(&self, op: Op, f: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fut = counted(&self.shared, &op, f(self.shared.clone()));
+        let rt = self.rt.clone();
+        drop(self.rt.spawn_blocking(move || match op.caller {
+            Some(c) => rt.block_on(weft_client::as_caller(c, fut).instrument(op.span)),
+            None => rt.block_on(fut.instrument(op.span)),
+        }));
+    }
+
     /// Runs one request on the runtime, inside its span.
     fn spawn<F, Fut>(&self, op: Op, f: F)
     where
@@ -628,7 +646,7 @@ impl Filesystem for WeftFs {
             caller: None,
         };
         let direct = flags.0 & libc::O_DIRECT != 0;
-        self.spawn(op, move |st| async move {
+        let serve = move |st: Arc<Shared>| async move {
             let read = st.client.read_with(ino.0, offset, size, direct);
             let res = if first_read {
                 tokio::join!(read, st.touch_atime(ino.0)).0
@@ -643,7 +661,12 @@ impl Filesystem for WeftFs {
                 }
                 Err(e) => reply.error(reply_errno("read", ino.0, &e)),
             }
-        });
+        };
+        if direct {
+            self.run_blocking(op, serve);
+        } else {
+            self.spawn(op, serve);
+        }
     }
 
     fn write(
@@ -676,8 +699,8 @@ impl Filesystem for WeftFs {
             span,
             caller: None,
         };
-        self.spawn(op, move |st| async move {
-            let direct = flags.0 & libc::O_DIRECT != 0;
+        let direct = flags.0 & libc::O_DIRECT != 0;
+        let serve = move |st: Arc<Shared>| async move {
             match st.client.write_with(ino.0, offset, data, direct).await {
                 Ok(written) => {
                     st.metrics.written_bytes.inc_by(u64::from(written));
@@ -686,7 +709,12 @@ impl Filesystem for WeftFs {
                 }
                 Err(e) => reply.error(reply_errno("write", ino.0, &e)),
             }
-        });
+        };
+        if direct {
+            self.run_blocking(op, serve);
+        } else {
+            self.spawn(op, serve);
+        }
     }
 
     /// A close: commits pending writes, and drops the fcntl locks the

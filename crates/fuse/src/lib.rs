@@ -9,10 +9,14 @@
 //!   Inode lifetimes (unlinked-while-open files) are counted by the client
 //!   in `open`/`release`; file handles are only labels.
 //! - **Dispatch.** `fuser` reads requests on `threads` threads (each with its
-//!   own `/dev/fuse` clone). Every callback translates its arguments, spawns
-//!   a task on the tokio runtime and returns at once; the task calls the
+//!   own `/dev/fuse` clone). Most callbacks translate their arguments, spawn
+//!   a task on the tokio runtime and return at once; the task calls the
 //!   client and replies (fuser replies are `Send + 'static`). So a slow
 //!   request never holds up the others, and many are in flight at once.
+//!   The short, frequent ones (`lookup`, `getattr`, `create`, `unlink`,
+//!   `flush`, `release`) run on the reading thread instead, sparing two
+//!   thread hand-offs each; direct reads and writes run to their end on a
+//!   thread of the runtime's blocking pool (a local NSD serves them on it).
 //! - **Errors** become errno values in exactly one place (`errno.rs`).
 //! - **Directory listings** are the one piece of state: each `opendir`
 //!   handle holds the entries fetched so far (page by page, by name cursor),

@@ -26,8 +26,9 @@ pub struct MountOptions {
     /// passes the file system name).
     pub fs_name: String,
     /// Threads reading FUSE requests from the kernel (default 2; each gets
-    /// its own `/dev/fuse` clone). Requests are served on the tokio runtime,
-    /// so more threads than cores rarely help.
+    /// its own `/dev/fuse` clone). Requests are served on the tokio runtime
+    /// (short metadata requests on these threads), so more threads than
+    /// cores rarely help: 4 halved the stat rate on 2 cores.
     pub threads: usize,
     /// Let every user reach the mount, not just the mounting one (default
     /// true). Also enables auto-unmount when the daemon dies.

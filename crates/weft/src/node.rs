@@ -18,6 +18,8 @@ use crate::cluster::manager::Manager;
 
 /// Largest buffered chunk write a local caller runs on its own thread.
 const QUICK_WRITE: usize = 16 << 10;
+/// Direct reads and writes up to this size are served on the caller's thread.
+const QUICK_DIRECT: usize = 64 << 10;
 
 /// Where this node's configuration requests go.
 pub enum QuorumRole {
@@ -414,8 +416,18 @@ impl Handler for Node {
                 direct,
                 forward,
                 ..
-            }) => !sync && !direct && forward.is_empty() && data_len <= QUICK_WRITE,
+            }) => {
+                !sync
+                    && forward.is_empty()
+                    && data_len <= if *direct { QUICK_DIRECT } else { QUICK_WRITE }
+            }
             Request::Nsd(NsdRequest::Truncate { len: 0, .. }) => true,
+            // An application's small direct read: one pread on the caller's
+            // thread beats two hand-offs (the mount serves direct reads on
+            // its own threads, see `weft_fuse`).
+            Request::Nsd(NsdRequest::Read {
+                direct: true, len, ..
+            }) => *len as usize <= QUICK_DIRECT,
             _ => false,
         }
     }
