@@ -246,16 +246,26 @@ impl Client {
         ino: Ino,
         req: MetaRequest,
     ) -> Result<weft_proto::types::Attr, ClientError> {
+        match self.ask_data(ino, req).await? {
+            Ok(a) | Err(Response::Attr(a)) => Ok(a),
+            Err(other) => Err(unexpected(&*self.meta_peer(ino)?, "opened", &other)),
+        }
+    }
+
+    /// Sends `req`, which the shard may answer with a data token, and notes
+    /// the grant (answering the attributes it carries) or that none came
+    /// (answering the other response).
+    async fn ask_data(
+        &self,
+        ino: Ino,
+        req: MetaRequest,
+    ) -> Result<Result<weft_proto::types::Attr, Response>, ClientError> {
         let gen = self.data_tokens.asking(ino);
         match self.meta(ino, req, Bytes::new()).await {
-            Ok((Response::DataToken(g), _)) => Ok(self.data_tokens.answered(ino, gen, g)),
-            Ok((Response::Attr(a), _)) => {
-                self.data_tokens.failed(ino);
-                Ok(a)
-            }
+            Ok((Response::DataToken(g), _)) => Ok(Ok(self.data_tokens.answered(ino, gen, g))),
             Ok((other, _)) => {
                 self.data_tokens.failed(ino);
-                Err(unexpected(&*self.meta_peer(ino)?, "opened", &other))
+                Ok(Err(other))
             }
             Err(e) => {
                 self.data_tokens.failed(ino);
@@ -278,23 +288,15 @@ impl Client {
         if !self.config().tokens || self.data_tokens.covers(ino, write, start, end) {
             return Ok(None);
         }
-        let gen = self.data_tokens.asking(ino);
         let req = MetaRequest::DataToken {
             ino,
             write,
             start,
             end: end.max(start.saturating_add(1)),
         };
-        match self.meta(ino, req, Bytes::new()).await {
-            Ok((Response::DataToken(g), _)) => Ok(Some(self.data_tokens.answered(ino, gen, g))),
-            Ok((other, _)) => {
-                self.data_tokens.failed(ino);
-                Err(unexpected(&*self.meta_peer(ino)?, "data token", &other))
-            }
-            Err(e) => {
-                self.data_tokens.failed(ino);
-                Err(e)
-            }
+        match self.ask_data(ino, req).await? {
+            Ok(a) => Ok(Some(a)),
+            Err(other) => Err(unexpected(&*self.meta_peer(ino)?, "data token", &other)),
         }
     }
 }
