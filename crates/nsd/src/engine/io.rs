@@ -1,7 +1,6 @@
 //! Writes and reads of the chunk engine: page images, copy-on-write of the
 //! pages whose durable bytes change, one index transaction per request.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -122,16 +121,19 @@ impl Engine {
         set: Option<SetVersions>,
     ) -> Result<i64, RequestError> {
         let replace = set.is_some();
+        let existed = old.as_ref().map(|r| r.len);
         let mut freed: Vec<(u64, u64)> = Vec::new();
-        let base = match (&old, replace) {
-            (Some(r), false) => r.clone(),
-            (Some(r), true) => {
+        // The record the write changes in place: the old one, or an empty
+        // one for a new chunk or a replacement (whose old units all go).
+        let mut rec = match old {
+            Some(r) if !replace => r,
+            Some(r) => {
                 freed.extend(r.unit_runs());
                 Record::default()
             }
-            (None, _) => Record::default(),
+            None => Record::default(),
         };
-        let old_len = base.len;
+        let old_len = rec.len;
         let end = offset + data.len() as u32;
         let new_len = old_len.max(end);
         let first = offset / P;
@@ -143,15 +145,17 @@ impl Engine {
         } else {
             first
         };
-        let mut map: BTreeMap<u32, u64> = base.page_map();
-        let mut crcs = base.crcs.clone();
-        crcs.resize(pages_of(new_len) as usize, zero_page_crc());
+        let span = (last - start + 1) as usize;
+        // Pages start..=last: their units (old, then new) and checksums.
+        let mut units: Vec<Option<u64>> = (start..=last).map(|p| rec.unit_of(p)).collect();
+        let mut crcs: Vec<u32> = Vec::with_capacity(span);
         // Pages the write covers whole are written straight from `data`;
         // the others (at most the two edges and the old last page) get an
         // image: old bytes kept, zeros past the end, the new bytes.
-        let mut srcs: Vec<Src> = Vec::with_capacity((last - start + 1) as usize);
-        let mut fresh: Vec<u32> = Vec::new();
+        let mut srcs: Vec<Src> = Vec::with_capacity(span);
+        let mut fresh: Vec<usize> = Vec::new();
         for p in start..=last {
+            let i = (p - start) as usize;
             let ps = p * P;
             let old_valid = old_len.saturating_sub(ps).min(P);
             let intersects = offset < ps + P && end > ps;
@@ -163,13 +167,13 @@ impl Engine {
             let valid = (new_len - ps).min(P) as usize;
             if intersects && lo == 0 && hi == P {
                 let from = (ps - offset) as usize;
-                crcs[p as usize] = crc32c::crc32c(&data[from..from + valid]);
+                crcs.push(crc32c::crc32c(&data[from..from + valid]));
                 srcs.push(Src::Data(from));
             } else {
                 let mut img = vec![0u8; P as usize];
                 let covers_old = intersects && lo == 0 && hi >= old_valid;
                 if old_valid > 0 && !covers_old {
-                    self.read_pages(c, &base, p, p, &mut img, false)?;
+                    self.read_pages(c, &rec, p, p, &mut img, false)?;
                     img[old_valid as usize..].fill(0);
                 }
                 if intersects {
@@ -177,53 +181,48 @@ impl Engine {
                     img[lo as usize..hi as usize]
                         .copy_from_slice(&data[from..from + (hi - lo) as usize]);
                 }
-                crcs[p as usize] = crc32c::crc32c(&img[..valid]);
+                crcs.push(crc32c::crc32c(&img[..valid]));
                 srcs.push(Src::Image(img));
             }
             let changes_old = intersects && lo < old_valid;
-            match map.get(&p) {
+            match units[i] {
                 Some(_) if !changes_old => {}
-                Some(&u) => {
+                Some(u) => {
                     freed.push((u, 1));
-                    fresh.push(p);
+                    fresh.push(i);
                 }
-                None => fresh.push(p),
+                None => fresh.push(i),
             }
         }
+        // A page's new unit goes right after the unit of the page before
+        // the first fresh one (not itself fresh, so not moving).
         let near = fresh
             .first()
-            .and_then(|p| p.checked_sub(1))
-            .and_then(|p| map.get(&p))
+            .and_then(|&i| (start + i as u32).checked_sub(1))
+            .and_then(|p| rec.unit_of(p))
             .map(|u| u + 1);
         let taken = self.take_units(fresh.len() as u64, near)?;
-        let mut units = taken.iter().flat_map(|&(u, n)| u..u + n);
-        for p in &fresh {
-            if let Some(u) = units.next() {
-                map.insert(*p, u);
-            }
+        let mut new_units = taken.iter().flat_map(|&(u, n)| u..u + n);
+        for &i in &fresh {
+            units[i] = new_units.next();
         }
-        if let Err(e) = self.write_pages(&map, start, &srcs, data) {
+        if let Err(e) = self.write_pages(&units, start, &srcs, data) {
             self.allocator().release(&taken);
             return Err(e);
         }
-        let mut rec = Record {
-            len: new_len,
-            version: base.version.wrapping_add(1),
-            chain_ver: base.chain_ver,
-            chain: if old.is_some() && !replace {
-                base.chain
-            } else {
-                NO_CHAIN
-            },
-            runs: Vec::new(),
-            crcs,
-        };
-        rec.set_map(&map);
+        rec.set_range(start, &units);
+        rec.crcs.resize(pages_of(new_len) as usize, zero_page_crc());
+        rec.crcs[start as usize..=last as usize].copy_from_slice(&crcs);
+        rec.len = new_len;
         if let Some(s) = set {
             rec.version = s.version;
             rec.chain_ver = s.chain_ver;
             rec.chain = s.chain;
         } else {
+            rec.version = rec.version.wrapping_add(1);
+            if existed.is_none() {
+                rec.chain = NO_CHAIN;
+            }
             if mode.chain_ver != 0 {
                 rec.chain_ver = mode.chain_ver;
             }
@@ -232,7 +231,7 @@ impl Engine {
             }
         }
         let bytes = rec.encode();
-        let added = i64::from(old.is_none());
+        let added = i64::from(existed.is_none());
         self.commit(mode.sync, |t| {
             t.insert(&record::key(c)[..], &bytes[..])
                 .map_err(|e| self.index_err("update", e))?;
@@ -242,26 +241,25 @@ impl Engine {
                 chunks: added,
             })
         })?;
-        let old_len = old.map(|r| r.len);
-        Ok(self.alloc_delta(old_len, Some(new_len)))
+        Ok(self.alloc_delta(existed, Some(new_len)))
     }
 
     /// Writes pages `start..` (their sources in `srcs`) to their units in
-    /// `map`: one device write per run of pages taken from `data` into
+    /// `units`: one device write per run of pages taken from `data` into
     /// consecutive units, one per page image.
     fn write_pages(
         &self,
-        map: &BTreeMap<u32, u64>,
+        units: &[Option<u64>],
         start: u32,
         srcs: &[Src],
         data: &[u8],
     ) -> Result<(), RequestError> {
-        let unit = |i: usize| -> Result<u64, RequestError> {
-            let p = start + i as u32;
-            map.get(&p)
-                .copied()
-                .ok_or_else(|| self.internal_err(format!("page {p} has no unit")))
-        };
+        let unit =
+            |i: usize| -> Result<u64, RequestError> {
+                units.get(i).copied().flatten().ok_or_else(|| {
+                    self.internal_err(format!("page {} has no unit", start + i as u32))
+                })
+            };
         let mut i = 0;
         while i < srcs.len() {
             let u = unit(i)?;

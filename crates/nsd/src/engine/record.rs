@@ -112,25 +112,80 @@ impl Record {
             .collect()
     }
 
-    /// Rebuilds the runs from a page → unit map (sorted by page).
-    pub fn set_map(&mut self, map: &std::collections::BTreeMap<u32, u64>) {
-        self.runs.clear();
-        for (&page, &unit) in map {
-            match self.runs.last_mut() {
-                Some(r) if r.page + r.count == page && r.unit + u64::from(r.count) == unit => {
-                    r.count += 1
-                }
-                _ => self.runs.push(PageRun {
-                    page,
-                    count: 1,
-                    unit,
-                }),
+    /// Maps pages `lo..lo + units.len()` to `units` (`None`: unmapped, a
+    /// hole), keeping every other page where it is. Only the runs around
+    /// the range are rebuilt: a small write into a chunk of many runs costs
+    /// a splice of the run list, not a rebuild of every page's entry.
+    pub fn set_range(&mut self, lo: u32, units: &[Option<u64>]) {
+        if units.is_empty() {
+            return;
+        }
+        let hi = lo + units.len() as u32;
+        // Runs a..b meet lo..hi; the one before and the one after are
+        // rebuilt too, so that the new pages merge with them.
+        let a = self.runs.partition_point(|r| r.page + r.count <= lo);
+        let b = self.runs.partition_point(|r| r.page < hi);
+        let from = a.saturating_sub(1);
+        let to = (b + 1).min(self.runs.len());
+        let mut mid: Vec<PageRun> = Vec::with_capacity(to - from + units.len() + 2);
+        if from < a {
+            push_run(&mut mid, self.runs[from]);
+        }
+        if let Some(r) = self.runs.get(a).filter(|r| a < b && r.page < lo) {
+            push_run(
+                &mut mid,
+                PageRun {
+                    page: r.page,
+                    count: lo - r.page,
+                    unit: r.unit,
+                },
+            );
+        }
+        for (i, u) in units.iter().enumerate() {
+            if let Some(u) = u {
+                push_run(
+                    &mut mid,
+                    PageRun {
+                        page: lo + i as u32,
+                        count: 1,
+                        unit: *u,
+                    },
+                );
             }
         }
+        if let Some(r) = b.checked_sub(1).filter(|&i| i >= a).map(|i| self.runs[i]) {
+            let end = r.page + r.count;
+            if end > hi {
+                push_run(
+                    &mut mid,
+                    PageRun {
+                        page: hi,
+                        count: end - hi,
+                        unit: r.unit + u64::from(hi - r.page),
+                    },
+                );
+            }
+        }
+        if b < to {
+            push_run(&mut mid, self.runs[b]);
+        }
+        self.runs.splice(from..to, mid);
     }
 
-    pub fn page_map(&self) -> std::collections::BTreeMap<u32, u64> {
-        self.mapped().collect()
+    /// Unmaps every page from `keep` on; returns the units they used.
+    pub fn cut_from(&mut self, keep: u32) -> Vec<(u64, u64)> {
+        let i = self.runs.partition_point(|r| r.page + r.count <= keep);
+        let mut freed = Vec::new();
+        let mut straddling = None;
+        for r in self.runs.drain(i..) {
+            let skip = keep.saturating_sub(r.page);
+            freed.push((r.unit + u64::from(skip), u64::from(r.count - skip)));
+            if skip > 0 {
+                straddling = Some(PageRun { count: skip, ..r });
+            }
+        }
+        self.runs.extend(straddling);
+        freed
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -209,6 +264,18 @@ impl Record {
     }
 }
 
+/// Appends `r` to runs sorted by page, merged into the last one when it
+/// continues it on the device.
+fn push_run(runs: &mut Vec<PageRun>, r: PageRun) {
+    if let Some(last) = runs.last_mut() {
+        if last.page + last.count == r.page && last.unit + u64::from(last.count) == r.unit {
+            last.count += r.count;
+            return;
+        }
+    }
+    runs.push(r);
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
@@ -235,6 +302,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn round_trip_and_map() {
@@ -253,10 +321,7 @@ mod tests {
             runs: vec![],
             crcs: vec![1, 2, 3, 4, 5, 6],
         };
-        let map = [(0, 100), (1, 101), (2, 7), (4, 8), (5, 9)]
-            .into_iter()
-            .collect();
-        r.set_map(&map);
+        r.set_range(0, &[Some(100), Some(101), Some(7), None, Some(8), Some(9)]);
         assert_eq!(r.runs.len(), 3);
         assert_eq!(r.unit_of(1), Some(101));
         assert_eq!(r.unit_of(3), None);
@@ -265,5 +330,76 @@ mod tests {
         let mut e = r.encode();
         e.truncate(e.len() - 1);
         assert_eq!(Record::decode(&e), Err(RecordError::Short));
+    }
+
+    /// The page → unit map the runs describe.
+    fn pages(r: &Record) -> BTreeMap<u32, u64> {
+        r.runs
+            .iter()
+            .flat_map(|r| (0..r.count).map(move |i| (r.page + i, r.unit + u64::from(i))))
+            .collect()
+    }
+
+    /// Runs are sorted, not empty, and merged wherever they could be.
+    fn well_formed(r: &Record) -> bool {
+        r.runs.iter().all(|x| x.count > 0)
+            && r.runs.windows(2).all(|w| {
+                let (x, y) = (w[0], w[1]);
+                x.page + x.count <= y.page
+                    && !(x.page + x.count == y.page && x.unit + u64::from(x.count) == y.unit)
+            })
+    }
+
+    #[test]
+    fn splicing_a_range_or_cutting_the_tail_matches_a_page_by_page_map() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _round in 0..200 {
+            let mut r = Record::default();
+            let mut model: BTreeMap<u32, u64> = BTreeMap::new();
+            for _op in 0..40 {
+                if next(10) == 0 {
+                    let keep = next(70) as u32;
+                    let mut freed: Vec<(u64, u64)> = r.cut_from(keep);
+                    let mut want: Vec<(u64, u64)> = model
+                        .split_off(&keep)
+                        .into_values()
+                        .map(|u| (u, 1))
+                        .collect();
+                    let mut got: Vec<(u64, u64)> = freed
+                        .drain(..)
+                        .flat_map(|(u, n)| (u..u + n).map(|u| (u, 1)))
+                        .collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    assert_eq!(got, want);
+                } else {
+                    let lo = next(64) as u32;
+                    let n = 1 + next(6) as usize;
+                    // Units near each other so that runs merge and split.
+                    let base = next(4) * 16;
+                    let units: Vec<Option<u64>> = (0..n)
+                        .map(|i| (next(5) != 0).then(|| base + i as u64 + next(2)))
+                        .collect();
+                    r.set_range(lo, &units);
+                    for (i, u) in units.iter().enumerate() {
+                        match u {
+                            Some(u) => model.insert(lo + i as u32, *u),
+                            None => model.remove(&(lo + i as u32)),
+                        };
+                    }
+                }
+                assert_eq!(pages(&r), model);
+                assert!(well_formed(&r), "{:?}", r.runs);
+                for p in 0..72 {
+                    assert_eq!(r.unit_of(p), model.get(&p).copied());
+                }
+            }
+        }
     }
 }

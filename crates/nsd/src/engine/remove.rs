@@ -26,9 +26,7 @@ impl Engine {
         let keep = pages_of(len);
         let mut new = rec.clone();
         new.len = len;
-        let mut map = rec.page_map();
-        let freed: Vec<(u64, u64)> = map.split_off(&keep).into_values().map(|u| (u, 1)).collect();
-        new.set_map(&map);
+        let freed = new.cut_from(keep);
         new.crcs.truncate(keep as usize);
         let tail = len % UNIT as u32;
         if tail != 0 {
