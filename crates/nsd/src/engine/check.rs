@@ -98,13 +98,12 @@ impl Engine {
             for &(u, _) in &unmarked {
                 self.allocator().mark(u);
             }
-            self.commit(true, |_| {
-                Ok(Change {
-                    taken: unmarked.clone(),
-                    freed: leaked.clone(),
-                    chunks: 0,
-                })
-            })?;
+            let change = Change {
+                taken: unmarked.clone(),
+                freed: leaked.clone(),
+                chunks: 0,
+            };
+            self.commit(true, Vec::new(), change)?;
             // Freed by a durable commit: usable at once.
             report.repaired = true;
         }

@@ -1,11 +1,13 @@
 //! Writes and reads of the chunk engine: page images, copy-on-write of the
-//! pages whose durable bytes change, one index transaction per request.
+//! pages whose durable bytes change, one index edit per request (committed
+//! with the edits of concurrent requests, `commit.rs`).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use weft_proto::types::ChunkId;
 
+use super::commit::Edit;
 use super::record::{self, pages_of, Record};
 use super::superblock::UNIT;
 use super::{Change, Engine};
@@ -56,7 +58,7 @@ impl Engine {
             return Ok(0);
         }
         let _guard = self.locks.lock(c);
-        let old = self.record(c)?;
+        let old = self.take_record(c)?;
         self.write_locked(c, old, offset, data, mode, None)
     }
 
@@ -64,9 +66,12 @@ impl Engine {
     pub fn allocate(&self, c: &ChunkId, len: u32, mode: WriteMode) -> Result<i64, RequestError> {
         self.check_range(u64::from(len), 0)?;
         let _guard = self.locks.lock(c);
-        let old = self.record(c)?;
+        let old = self.take_record(c)?;
         let have = old.as_ref().map_or(0, |r| r.len);
         if len <= have {
+            if let Some(r) = old {
+                self.records.put(*c, Arc::new(r));
+            }
             return Ok(0);
         }
         let zeros = vec![0u8; (len - have) as usize];
@@ -87,10 +92,13 @@ impl Engine {
     ) -> Result<bool, RequestError> {
         self.check_range(0, data.len() as u64)?;
         let _guard = self.locks.lock(c);
-        let old = self.record(c)?;
+        let old = self.take_record(c)?;
         if let Some(want) = expect {
             let have = old.as_ref().map_or((0, 0), |r| (r.version, r.chain_ver));
             if have != want {
+                if let Some(r) = old {
+                    self.records.put(*c, Arc::new(r));
+                }
                 return Ok(false);
             }
         }
@@ -230,17 +238,17 @@ impl Engine {
                 rec.chain = mode.chain;
             }
         }
-        let bytes = rec.encode();
-        let added = i64::from(existed.is_none());
-        self.commit(mode.sync, |t| {
-            t.insert(&record::key(c)[..], &bytes[..])
-                .map_err(|e| self.index_err("update", e))?;
-            Ok(Change {
-                taken: taken.clone(),
-                freed,
-                chunks: added,
-            })
-        })?;
+        let edit = Edit {
+            key: record::key(c),
+            value: Some(rec.encode()),
+        };
+        let change = Change {
+            taken,
+            freed,
+            chunks: i64::from(existed.is_none()),
+        };
+        self.commit(mode.sync, vec![edit], change)?;
+        self.records.put(*c, Arc::new(rec));
         Ok(self.alloc_delta(existed, Some(new_len)))
     }
 

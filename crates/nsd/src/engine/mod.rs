@@ -29,6 +29,11 @@
 //! Units freed by a transaction are not reused before a durable commit has
 //! made the freeing durable ([`alloc::Allocator::free_later`]).
 //!
+//! Requests that reach their index edit while another commit runs share the
+//! next one (`commit.rs`), and decoded records of recently used chunks stay
+//! in memory (`cache.rs`), so a small write or read does not decode its
+//! chunk's record from the index each time.
+//!
 //! # Durability
 //!
 //! Index commits are not durable by themselves (`Durability::None`). A sync
@@ -45,7 +50,9 @@
 //! the reads that touch it.
 
 pub mod alloc;
+mod cache;
 mod check;
+mod commit;
 pub mod disk;
 mod io;
 mod listing;
@@ -58,7 +65,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use weft_proto::msg::{ChunkVersion, NsdStat};
 use weft_proto::types::{ChunkId, FsId, Ino, NsdId};
 
@@ -99,6 +106,10 @@ pub struct Engine {
     /// One barrier's durable commit at a time; the ones queued behind it
     /// find themselves covered (group commit).
     sync_gate: Mutex<()>,
+    /// Decoded records of recently used chunks.
+    records: cache::RecordCache,
+    /// Index edits waiting for the next (grouped) commit.
+    commits: commit::CommitQueue,
     chunks: AtomicU64,
     /// Only for [`Engine::alloc_delta`]: its totals are not kept.
     usage: Usage,
@@ -310,6 +321,8 @@ impl Engine {
             seq: AtomicU64::new(0),
             durable_seq: AtomicU64::new(0),
             sync_gate: Mutex::new(()),
+            commits: commit::CommitQueue::default(),
+            records: cache::RecordCache::new(),
             chunks: AtomicU64::new(chunks),
             usage,
             failing: AtomicBool::new(false),
@@ -357,8 +370,31 @@ impl Engine {
         self.spec.check_range(offset, len)
     }
 
-    /// The chunk's record; `None` when absent.
-    pub(crate) fn record(&self, c: &ChunkId) -> Result<Option<Record>, RequestError> {
+    /// The chunk's record; `None` when absent. The caller holds the
+    /// chunk's lock.
+    pub(crate) fn record(&self, c: &ChunkId) -> Result<Option<Arc<Record>>, RequestError> {
+        if let Some(r) = self.records.get(c) {
+            return Ok(Some(r));
+        }
+        let Some(r) = self.index_record(c)? else {
+            return Ok(None);
+        };
+        let r = Arc::new(r);
+        self.records.put(*c, r.clone());
+        Ok(Some(r))
+    }
+
+    /// The chunk's record, out of the cache, for a writer holding the
+    /// chunk's lock that will change it (and put the new one in).
+    pub(crate) fn take_record(&self, c: &ChunkId) -> Result<Option<Record>, RequestError> {
+        match self.records.take(c) {
+            Some(r) => Ok(Some(Arc::try_unwrap(r).unwrap_or_else(|r| (*r).clone()))),
+            None => self.index_record(c),
+        }
+    }
+
+    /// The chunk's record as the index holds it.
+    fn index_record(&self, c: &ChunkId) -> Result<Option<Record>, RequestError> {
         let r = self
             .db
             .begin_read()
@@ -393,121 +429,6 @@ impl Engine {
             used: a.used() * UNIT,
             size: a.units() * UNIT,
         })
-    }
-
-    /// One index transaction: `f` changes the chunks table and says what
-    /// it changed in the allocator; the bitmap and counters follow in the
-    /// same transaction. With `durable`, the device is synced first and the
-    /// commit is durable. On failure the units `taken` go back.
-    pub(crate) fn commit(
-        &self,
-        durable: bool,
-        f: impl FnOnce(&mut redb::Table<&[u8], &[u8]>) -> Result<Change, RequestError>,
-    ) -> Result<(), RequestError> {
-        let mut taken = Vec::new();
-        let result = (|| {
-            if durable {
-                // The bulk of the dirty data goes to the disk before the
-                // index's write lock is taken, so writers go on meanwhile;
-                // the sync under the lock below then has little left to do.
-                self.disk.sync().map_err(|e| self.disk_err("sync", e))?;
-            }
-            let mut txn = self
-                .db
-                .begin_write()
-                .map_err(|e| self.index_err("update", e))?;
-            let change = {
-                let mut t = txn
-                    .open_table(CHUNKS)
-                    .map_err(|e| self.index_err("update", e))?;
-                let change = f(&mut t);
-                if let Ok(c) = &change {
-                    taken = c.taken.clone();
-                }
-                change?
-            };
-            {
-                let mut bitmap = txn
-                    .open_table(BITMAP)
-                    .map_err(|e| self.index_err("update", e))?;
-                let mut failed = None;
-                for (runs, on) in [(&change.taken, true), (&change.freed, false)] {
-                    alloc::apply_to_pages(runs, on, &mut |page, edit| {
-                        let mut bytes = match bitmap.get(page) {
-                            Ok(Some(v)) => v.value().to_vec(),
-                            Ok(None) => vec![0u8; (alloc::PAGE_UNITS / 8) as usize],
-                            Err(e) => {
-                                failed = Some(e.to_string());
-                                return;
-                            }
-                        };
-                        edit(&mut bytes);
-                        if let Err(e) = bitmap.insert(page, &bytes[..]) {
-                            failed = Some(e.to_string());
-                        }
-                    });
-                }
-                if let Some(e) = failed {
-                    return Err(self.index_err("update the bitmap of", e));
-                }
-            }
-            if change.chunks != 0 {
-                let mut counters = txn
-                    .open_table(COUNTERS)
-                    .map_err(|e| self.index_err("update", e))?;
-                let now = counters
-                    .get("chunks")
-                    .map_err(|e| self.index_err("update", e))?
-                    .map_or(0, |v| v.value());
-                let next = now.saturating_add_signed(change.chunks);
-                counters
-                    .insert("chunks", next)
-                    .map_err(|e| self.index_err("update", e))?;
-                self.chunks.store(next, Ordering::Relaxed);
-            }
-            let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
-            if durable {
-                self.disk.sync().map_err(|e| self.disk_err("sync", e))?;
-                txn.set_durability(Durability::Immediate)
-                    .map_err(|e| self.index_err("update", e))?;
-            } else {
-                txn.set_durability(Durability::None)
-                    .map_err(|e| self.index_err("update", e))?;
-            }
-            txn.commit().map_err(|e| self.index_err("commit", e))?;
-            Ok((seq, change.freed))
-        })();
-        match result {
-            Ok((seq, freed)) => {
-                let mut a = self.allocator();
-                a.free_later(seq, &freed);
-                if durable {
-                    a.durable(seq);
-                    self.durable_seq.fetch_max(seq, Ordering::AcqRel);
-                }
-                self.failing.store(false, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                self.allocator().release(&taken);
-                Err(e)
-            }
-        }
-    }
-
-    /// Makes everything acknowledged so far durable: nothing to do when no
-    /// commit came since the last durable one; otherwise one durable commit,
-    /// which also covers the barriers that queued behind it meanwhile.
-    pub fn barrier(&self) -> Result<(), RequestError> {
-        let want = self.seq.load(Ordering::Acquire);
-        if self.durable_seq.load(Ordering::Acquire) >= want {
-            return Ok(());
-        }
-        let _one_at_a_time = self.sync_gate.lock().unwrap_or_else(|e| e.into_inner());
-        if self.durable_seq.load(Ordering::Acquire) >= want {
-            return Ok(());
-        }
-        self.commit(true, |_| Ok(Change::default()))
     }
 
     pub fn stat(&self) -> NsdStat {

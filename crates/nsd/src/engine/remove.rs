@@ -2,8 +2,11 @@
 //! in one index transaction; the units it no longer uses are freed (and
 //! reused only once that is durable).
 
+use std::sync::Arc;
+
 use weft_proto::types::{ChunkId, FsId, Ino};
 
+use super::commit::Edit;
 use super::record::{self, pages_of, Record};
 use super::superblock::UNIT;
 use super::{Change, Engine};
@@ -24,7 +27,7 @@ impl Engine {
             return Ok(0);
         }
         let keep = pages_of(len);
-        let mut new = rec.clone();
+        let mut new = (*rec).clone();
         new.len = len;
         let freed = new.cut_from(keep);
         new.crcs.truncate(keep as usize);
@@ -36,29 +39,34 @@ impl Engine {
             new.crcs[p as usize] = crc32c::crc32c(&page[..tail as usize]);
         }
         new.version = new.version.wrapping_add(1);
-        let bytes = new.encode();
-        self.commit(false, |t| {
-            t.insert(&record::key(c)[..], &bytes[..])
-                .map_err(|e| self.index_err("update", e))?;
-            Ok(Change {
-                freed,
-                ..Change::default()
-            })
-        })?;
-        Ok(self.alloc_delta(Some(rec.len), Some(len)))
+        let edit = Edit {
+            key: record::key(c),
+            value: Some(new.encode()),
+        };
+        let change = Change {
+            freed,
+            ..Change::default()
+        };
+        self.records.take(c);
+        self.commit(false, vec![edit], change)?;
+        let old_len = rec.len;
+        self.records.put(*c, Arc::new(new));
+        Ok(self.alloc_delta(Some(old_len), Some(len)))
     }
 
     /// Deletes a chunk whose lock the caller holds.
     pub(crate) fn remove_locked(&self, c: &ChunkId, rec: &Record) -> Result<i64, RequestError> {
-        self.commit(false, |t| {
-            t.remove(&record::key(c)[..])
-                .map_err(|e| self.index_err("update", e))?;
-            Ok(Change {
-                freed: rec.unit_runs(),
-                chunks: -1,
-                ..Change::default()
-            })
-        })?;
+        let edit = Edit {
+            key: record::key(c),
+            value: None,
+        };
+        let change = Change {
+            freed: rec.unit_runs(),
+            chunks: -1,
+            ..Change::default()
+        };
+        self.records.take(c);
+        self.commit(false, vec![edit], change)?;
         Ok(self.alloc_delta(Some(rec.len), None))
     }
 
