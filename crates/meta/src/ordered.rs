@@ -113,6 +113,22 @@ impl DataOrder {
         }
     }
 
+    /// [`DataOrder::receive`] without waiting: `None` while a durable
+    /// commit holds `Written`s back (the caller must not block there, e.g.
+    /// a runtime thread the barrier may need).
+    pub fn try_receive(&self) -> Option<Receipt<'_>> {
+        let shared = match self.gate.try_read() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(Receipt {
+            number: self.received.fetch_add(1, Ordering::AcqRel) + 1,
+            order: self,
+            _shared: shared,
+        })
+    }
+
     /// Runs the barrier now (a shard whose every commit is durable calls
     /// this before committing a `Written`).
     pub fn barrier_now(&self) {
@@ -269,6 +285,39 @@ mod tests {
             *racing.log.0.lock().unwrap(),
             vec!["abort", "barrier", "abort", "barrier", "commit"]
         );
+    }
+
+    /// A barrier that tries to take a receipt without waiting, as a
+    /// `Written` served on a runtime thread does.
+    struct Probe {
+        order: Arc<DataOrder>,
+        got: Mutex<Vec<bool>>,
+    }
+
+    impl DataBarrier for Probe {
+        fn barrier(&self) -> Result<(), BarrierFailed> {
+            let got = self.order.try_receive().map(|r| r.publish()).is_some();
+            self.got.lock().unwrap().push(got);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_written_that_must_not_wait_is_refused_only_while_writtens_are_held_back() {
+        let order = Arc::new(DataOrder::default());
+        let probe = Arc::new(Probe {
+            order: order.clone(),
+            got: Mutex::new(Vec::new()),
+        });
+        order.set_hook(probe.clone());
+        order.receive().publish();
+        let log = Log::default();
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        // The first barrier runs with the gate open: the receipt is taken
+        // and lands within it, so a second barrier runs with the gate held.
+        assert_eq!(*probe.got.lock().unwrap(), vec![true, false]);
+        assert_eq!(*log.0.lock().unwrap(), vec!["abort", "abort", "commit"]);
+        assert!(order.try_receive().is_some());
     }
 
     #[test]

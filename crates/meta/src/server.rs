@@ -930,7 +930,20 @@ impl MetaServer {
                 };
                 // Data before size (see `ordered`).
                 let order = self.flusher.order();
-                let receipt = order.receive();
+                // On the caller's own thread a held-back `Written` escapes
+                // to the blocking pool rather than wait (see `ordered`).
+                let receipt = if local_only() {
+                    match order.try_receive() {
+                        Some(r) => r,
+                        None => {
+                            let e = Err(OpError::Locked { txid: 0 });
+                            note_escape(&e);
+                            return e;
+                        }
+                    }
+                } else {
+                    order.receive()
+                };
                 if self.spec.durable {
                     order.barrier_now();
                 }

@@ -461,7 +461,9 @@ impl Handler for Node {
                 | MetaRequest::WriteInline { .. }
                 | MetaRequest::Writing { .. }
                 | MetaRequest::DataToken { .. }
-                | MetaRequest::DataReleased { .. } => true,
+                | MetaRequest::DataReleased { .. }
+                // Escapes when a durable commit holds it back.
+                | MetaRequest::Written { .. } => true,
                 _ => false,
             };
         if !fits || self.may_wait_for_others(*fs, from, req) {
