@@ -109,19 +109,18 @@ impl Engine {
                 message: e.to_string(),
             }
         };
-        let sync = || {
+        let durable = batch.iter().any(|q| q.durable);
+        if durable {
+            // One sync covers the data under every record this commit makes
+            // durable: each request of the batch wrote its data before it
+            // queued its edit, and every earlier commit went through this
+            // lock after its own data was written. Writes that go on
+            // meanwhile are not committed until a later commit.
             self.disk.sync().map_err(|e| Failure {
                 op: "sync",
                 kind: Some(e.kind()),
                 message: e.to_string(),
-            })
-        };
-        let durable = batch.iter().any(|q| q.durable);
-        if durable {
-            // The bulk of the dirty data goes to the disk before the
-            // index's write lock is taken, so writers go on meanwhile; the
-            // sync under the lock below then has little left to do.
-            sync()?;
+            })?;
         }
         let mut txn = self.db.begin_write().map_err(|e| index("update")(&e))?;
         {
@@ -183,7 +182,6 @@ impl Engine {
         }
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         if durable {
-            sync()?;
             txn.set_durability(Durability::Immediate)
                 .map_err(|e| index("update")(&e))?;
         } else {

@@ -37,11 +37,10 @@
 //! # Durability
 //!
 //! Index commits are not durable by themselves (`Durability::None`). A sync
-//! write, `sync_file` and `barrier` sync the device (once before taking the
-//! index's write lock, so that writers go on while the bulk of the dirty
-//! data is written, and once more under it) and then commit durably while
-//! holding the lock, so every record that reaches the disk points at data
-//! that reached it first.
+//! write, `sync_file` and `barrier` sync the device once and then commit
+//! durably; commits are made one at a time by the commit leader
+//! (`commit.rs`), and every commit's data was written before it queued, so
+//! every record that reaches the disk points at data that reached it first.
 //!
 //! # Reads
 //!
