@@ -62,6 +62,30 @@ struct FileState {
     /// Created by this open and never uninlined: no chunk of this
     /// incarnation can exist, so uninlining has nothing to clear first.
     fresh: bool,
+    /// This client wrote chunks of a file the shard still holds as inline
+    /// and empty (a file this open created, written past the inline limit
+    /// at once): its next `Written` makes it chunked on the shard. Until
+    /// then the shard's answers say inline, and [`FileState::set_attr`]
+    /// keeps the file chunked here.
+    chunked_here: bool,
+}
+
+impl FileState {
+    /// Takes the shard's view of the file's attributes (its size possibly
+    /// raised by what is pending here).
+    fn set_attr(&mut self, mut a: Attr) {
+        if self.chunked_here {
+            // Inline on the shard until this client's `Written`; no other
+            // client writes the file meanwhile without this one's data
+            // token, which it gives up only after that `Written`.
+            if a.inline && a.gen == self.attr.gen {
+                a.inline = false;
+            } else {
+                self.chunked_here = false;
+            }
+        }
+        self.attr = a;
+    }
 }
 
 struct OpenFile {
@@ -267,7 +291,7 @@ impl Client {
                     asked = true;
                     file.with(|s| {
                         if a.ctime >= s.attr.ctime {
-                            s.attr = a;
+                            s.set_attr(a);
                         }
                     });
                 }
@@ -474,7 +498,8 @@ impl Client {
                         attr.mtime = m;
                         attr.ctime = attr.ctime.max(m);
                     }
-                    s.attr = attr.clone();
+                    s.set_attr(attr.clone());
+                    attr.inline = s.attr.inline;
                     attr.allocated = attr.allocated.saturating_add_signed(s.pending_alloc);
                 }
             });
@@ -939,6 +964,7 @@ impl Client {
                                 pending_alloc: 0,
                                 tail_clean: false,
                                 fresh: created,
+                                chunked_here: false,
                             }),
                             wb: WriteBehind::default(),
                             ra: Mutex::new(ReadAhead::default()),
@@ -1028,7 +1054,7 @@ impl Client {
             };
             return match self.meta_attr(ino, req, Bytes::new(), "allocated").await {
                 Ok(a) => {
-                    file.with(|s| s.attr = a);
+                    file.with(|s| s.set_attr(a));
                     Ok(())
                 }
                 Err(e) => {
@@ -1050,7 +1076,7 @@ impl Client {
                     if s.pending_mtime.is_none() && s.pending_end <= a.size {
                         s.pending_end = 0;
                     }
-                    s.attr = a;
+                    s.set_attr(a);
                 });
                 Ok(())
             }
@@ -1119,7 +1145,7 @@ impl Client {
         }
         if let Some(file) = open {
             file.with(|s| {
-                s.attr = a.clone();
+                s.set_attr(a.clone());
                 s.tail_clean = true;
             });
         }
@@ -1240,10 +1266,29 @@ impl Client {
                 if end <= INLINE_MAX {
                     let req = MetaRequest::WriteInline { ino, offset };
                     let a = self.meta_attr(ino, req, data, "write inline").await?;
-                    file.with(|s| s.attr = a);
+                    file.with(|s| s.set_attr(a));
                     return Ok(len as u32);
                 }
-                self.uninline(&attr).await?;
+                // A file this open created holds no inline bytes: its
+                // chunks are written at once, and the `Written` that
+                // commits them makes it chunked on the shard (which takes
+                // an inline file that is still empty), one request fewer
+                // than uninlining first. A crash before that `Written`
+                // leaves the file empty and inline with chunks past its end
+                // that nothing reads (cleared, as any crashed writer's,
+                // before the file grows over them; once the file is
+                // removed, `weft fsck` reports them).
+                let fresh = attr.size == 0 && file.with(|s| s.fresh && s.pending_end == 0);
+                if fresh {
+                    file.with(|s| {
+                        s.fresh = false;
+                        s.chunked_here = true;
+                        s.attr.inline = false;
+                        s.tail_clean = true;
+                    });
+                } else {
+                    self.uninline(&attr).await?;
+                }
             }
             let (attr, known, clean) =
                 file.with(|s| (s.attr.clone(), s.attr.size.max(s.pending_end), s.tail_clean));

@@ -754,3 +754,49 @@ fn statfs_is_real() {
     assert_eq!(sf.f_files, s3.f_files);
     w.stop();
 }
+
+/// A new file whose first write passes the inline limit goes to chunks at
+/// once; the metadata shard holds it as inline and empty until the size
+/// commits. A stat between writes (the shard's view) must not turn it back
+/// to inline here: a small write after it lands in the chunks with the
+/// rest, and every byte reads back, from this open and from a new one.
+#[test]
+fn a_new_file_past_the_inline_limit_keeps_small_writes_and_stats_between_writes() {
+    let m = FX.get();
+    let d = m.dir("inline-at-once");
+    let f = d.join("f");
+    let mut want = pattern(11, 3_901);
+    let h = std::fs::OpenOptions::new()
+        .create_new(true)
+        .read(true)
+        .write(true)
+        .open(&f)
+        .unwrap();
+    h.write_all_at(&want, 0).unwrap();
+    assert_eq!(h.metadata().unwrap().len(), 3_901);
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 3_901);
+    // Small enough to be written inline, were the file inline here.
+    h.write_all_at(b"head", 0).unwrap();
+    want[..4].copy_from_slice(b"head");
+    assert_eq!(h.metadata().unwrap().len(), 3_901);
+    let tail = pattern(12, 70_000);
+    h.write_all_at(&tail, 3_901).unwrap();
+    want.extend_from_slice(&tail);
+    let mut got = vec![0u8; want.len()];
+    h.read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want, "the open file reads back what was written");
+    drop(h);
+    assert_eq!(std::fs::read(&f).unwrap(), want);
+    let meta = std::fs::metadata(&f).unwrap();
+    assert_eq!(meta.len(), want.len() as u64);
+    assert!(meta.blocks() > 0, "a chunked file takes blocks");
+
+    // An empty file opened again (not created by this open) is uninlined
+    // first, as before.
+    let g = d.join("g");
+    std::fs::File::create(&g).unwrap();
+    let h = std::fs::OpenOptions::new().write(true).open(&g).unwrap();
+    h.write_all_at(&want, 0).unwrap();
+    drop(h);
+    assert_eq!(std::fs::read(&g).unwrap(), want);
+}

@@ -1,8 +1,10 @@
 //! `Written`: data reached the chunks up to `end`. Size becomes at least
 //! `end`, mtime the given time, ctime now; set-user-id is cleared, and
 //! set-group-id with group-execute; the chunks' allocation moves by what the
-//! NSDs answered. Only a chunked regular file: an inline file is written
-//! with `WriteInline` (or uninlined first) → `Invalid`.
+//! NSDs answered. Only a chunked regular file, or an inline one that is still
+//! empty, which becomes chunked (a client writes a new file's first bytes
+//! past the inline limit to chunks at once). An inline file with bytes is
+//! written with `WriteInline` (or uninlined first) → `Invalid`.
 
 use weft_proto::types::{Attr, Ino, Timespec};
 use weft_proto::ErrorKind;
@@ -21,11 +23,14 @@ pub(crate) fn written(
 ) -> Result<Attr, OpError> {
     let mut inode = load(s, ino)?;
     require_file(&inode, ino)?;
-    if inode.inline.is_some() {
-        return Err(refuse(
-            ErrorKind::Invalid,
-            format!("inode {ino} holds its data inline: uninline first"),
-        ));
+    if let Some(data) = &inode.inline {
+        if !data.is_empty() || inode.size != 0 {
+            return Err(refuse(
+                ErrorKind::Invalid,
+                format!("inode {ino} holds its data inline: uninline first"),
+            ));
+        }
+        inode.inline = None;
     }
     if mtime.nanos >= 1_000_000_000 {
         return Err(refuse(
@@ -78,10 +83,32 @@ mod tests {
     fn refusals() {
         let fx = Fx::with(|s| s.data_in_inode = true);
         let a = fx.file(ROOT_INO, "a");
+        fx.call_data(
+            MetaRequest::WriteInline {
+                ino: a.ino,
+                offset: 0,
+            },
+            b"12345",
+        );
         assert_eq!(fx.err(written(a.ino, 1, 1)), ErrorKind::Invalid);
         assert_eq!(fx.err(written(ROOT_INO, 1, 1)), ErrorKind::IsDir);
         assert_eq!(fx.err(written(3333, 1, 1)), ErrorKind::NotFound);
         fx.attr(MetaRequest::Uninline { ino: a.ino });
         assert_eq!(fx.attr(written(a.ino, 9, 1)).size, 9);
+    }
+
+    #[test]
+    fn an_empty_inline_file_becomes_chunked() {
+        let fx = Fx::with(|s| s.data_in_inode = true);
+        let b = fx.file(ROOT_INO, "b");
+        assert!(b.inline);
+        let w = fx.attr(written(b.ino, 3901, 5));
+        assert_eq!((w.inline, w.size, w.allocated), (false, 3901, 4096));
+        assert_eq!(fx.getattr(b.ino), w);
+        assert_eq!(
+            fx.err(MetaRequest::ReadInline { ino: b.ino }),
+            ErrorKind::Invalid
+        );
+        assert_eq!(fx.counters().inline_bytes, 0);
     }
 }
