@@ -106,11 +106,7 @@ impl DataOrder {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        Receipt {
-            number: self.received.fetch_add(1, Ordering::AcqRel) + 1,
-            order: self,
-            _shared: shared,
-        }
+        self.receipt(shared)
     }
 
     /// [`DataOrder::receive`] without waiting: `None` while a durable
@@ -122,11 +118,16 @@ impl DataOrder {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return None,
         };
-        Some(Receipt {
+        Some(self.receipt(shared))
+    }
+
+    /// The next receipt number, held with the gate shared.
+    fn receipt<'a>(&'a self, shared: RwLockReadGuard<'a, ()>) -> Receipt<'a> {
+        Receipt {
             number: self.received.fetch_add(1, Ordering::AcqRel) + 1,
             order: self,
             _shared: shared,
-        })
+        }
     }
 
     /// Runs the barrier now (a shard whose every commit is durable calls

@@ -58,6 +58,13 @@ impl RecordCache {
         Some(r)
     }
 
+    /// Returns a record a writer took out and did not change.
+    pub fn put_back(&self, c: &ChunkId, r: Option<Record>) {
+        if let Some(r) = r {
+            self.put(*c, Arc::new(r));
+        }
+    }
+
     pub fn put(&self, c: ChunkId, r: Arc<Record>) {
         let mut g = self.lock();
         g.bytes += size_of(&r);

@@ -69,9 +69,7 @@ impl Engine {
         let old = self.take_record(c)?;
         let have = old.as_ref().map_or(0, |r| r.len);
         if len <= have {
-            if let Some(r) = old {
-                self.records.put(*c, Arc::new(r));
-            }
+            self.records.put_back(c, old);
             return Ok(0);
         }
         let zeros = vec![0u8; (len - have) as usize];
@@ -96,9 +94,7 @@ impl Engine {
         if let Some(want) = expect {
             let have = old.as_ref().map_or((0, 0), |r| (r.version, r.chain_ver));
             if have != want {
-                if let Some(r) = old {
-                    self.records.put(*c, Arc::new(r));
-                }
+                self.records.put_back(c, old);
                 return Ok(false);
             }
         }
