@@ -203,6 +203,21 @@ pub struct ShardInfo {
     /// way.
     #[serde(default)]
     pub moving: Option<ShardMove>,
+    /// A member changing role (`weft fs set -m`): `node` left the group
+    /// and comes back as a fresh replica or witness; absent when no change
+    /// is under way.
+    #[serde(default)]
+    pub regrade: Option<ShardRegrade>,
+}
+
+/// One member of a shard's Raft group coming back in another role: a
+/// witness becoming a replica (`weft fs set -m 3` on a shard with two), or
+/// a replica becoming the witness (`-m 2` on a shard with three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardRegrade {
+    pub node: NodeId,
+    /// Whether `node` comes back as the witness (else as a replica).
+    pub witness: bool,
 }
 
 /// One member of a shard's Raft group handing its place to another node.
@@ -221,6 +236,7 @@ impl ShardInfo {
             replicas: Vec::new(),
             witness: None,
             moving: None,
+            regrade: None,
         }
     }
 
@@ -230,12 +246,23 @@ impl ShardInfo {
         self.members().contains(&node) || self.moving.is_some_and(|m| m.to == node)
     }
 
-    /// Whether `node` is (or, joining, will be) the shard's witness.
+    /// Whether `node` is (or, joining or changing role, will be) the
+    /// shard's witness.
     pub fn witnessed_by(&self, node: NodeId) -> bool {
+        if let Some(r) = self.regrade.filter(|r| r.node == node) {
+            return r.witness;
+        }
         match self.moving {
             Some(m) if m.to == node => self.witness == Some(m.from),
             _ => self.witness == Some(node),
         }
+    }
+
+    /// Whether `node` must come to its copy of the shard empty: it joins
+    /// the group (`weft meta move`) or comes back in another role (`weft
+    /// fs set -m`), so what it holds is from an earlier membership.
+    pub fn rejoins(&self, node: NodeId) -> bool {
+        self.moving.is_some_and(|m| m.to == node) || self.regrade.is_some_and(|r| r.node == node)
     }
 
     /// The nodes holding the shard's records, the first one first.

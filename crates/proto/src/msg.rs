@@ -631,6 +631,19 @@ pub enum ConfigChange {
         to: NodeId,
         step: MoveStep,
     },
+    /// `weft fs set -m`: one step of a shard member coming back in another
+    /// role (`Begin`: it left the group's voters and reopens its copy
+    /// empty; `Finish`: it is a voter again, in its new place).
+    RegradeShard {
+        fs: String,
+        shard: ShardId,
+        node: NodeId,
+        witness: bool,
+        step: MoveStep,
+    },
+    /// `weft fs set -m`, last step: the file system's metadata replica
+    /// count, once every shard has that many replicas.
+    SetMetaReplicas { fs: String, replicas: u8 },
 }
 
 /// The steps of `weft meta move`: `Begin` names the joining node (its

@@ -95,6 +95,16 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             to,
             step,
         } => crate::shards::move_shard(config, fs, *shard, *from, *to, *step),
+        ConfigChange::RegradeShard {
+            fs,
+            shard,
+            node,
+            witness,
+            step,
+        } => crate::shards::regrade_shard(config, fs, *shard, *node, *witness, *step),
+        ConfigChange::SetMetaReplicas { fs, replicas } => {
+            crate::shards::set_meta_replicas(config, fs, *replicas)
+        }
     }
 }
 

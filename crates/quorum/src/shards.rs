@@ -11,12 +11,16 @@
 //!    (replica or witness); the leaving node's daemon stops its copy and
 //!    deletes it.
 //!
-//! Both steps are idempotent, so a command that stopped half way is run
+//! `weft fs set -m` changes a member's role the same way
+//! ([`regrade_shard`]: the witness becomes a replica, or a replica the
+//! witness), and records the new count last ([`set_meta_replicas`]).
+//!
+//! Every step is idempotent, so a command that stopped half way is run
 //! again.
 //!
 //! [`ShardInfo::moving`]: weft_proto::config::ShardInfo::moving
 
-use weft_proto::config::{ClusterConfig, ShardInfo, ShardMove};
+use weft_proto::config::{ClusterConfig, ShardInfo, ShardMove, ShardRegrade};
 use weft_proto::msg::MoveStep;
 use weft_proto::types::{NodeId, ShardId};
 
@@ -45,16 +49,8 @@ pub fn move_shard(
     };
     let (from_name, to_name) = (name(from), name(to));
     let target = config.node(to).cloned();
-    let Some(f) = config.filesystems.iter_mut().find(|f| f.name == fs) else {
-        return Err(refuse(format!("file system {fs} does not exist")));
-    };
-    let count = f.shards.len();
-    let Some(s) = f.shards.iter_mut().find(|s| s.id == shard) else {
-        return Err(refuse(format!(
-            "{fs} has no shard {shard} (it has shards 0 to {})",
-            count.saturating_sub(1)
-        )));
-    };
+    let names: Vec<weft_proto::config::NodeInfo> = config.nodes.clone();
+    let s = shard_mut(config, fs, shard)?;
     let wanted = ShardMove { from, to };
     match step {
         MoveStep::Begin => {
@@ -67,6 +63,12 @@ pub fn move_shard(
                     m.from, m.to
                 )));
             }
+            if let Some(r) = s.regrade {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is changing the role of node {}: finish that first (`weft fs set {fs} -m` again)",
+                    r.node
+                )));
+            }
             if !s.replicated() {
                 return Err(refuse(format!(
                     "shard {shard} of {fs} has one copy: only a replicated shard (weft fs create -m 2 or 3) moves while it serves"
@@ -75,7 +77,7 @@ pub fn move_shard(
             if !s.members().contains(&from) {
                 return Err(refuse(format!(
                     "{from_name} holds no copy of shard {shard} of {fs} (its members are {})",
-                    members_named(s, config_names(&config.nodes))
+                    members_named(s, config_names(&names))
                 )));
             }
             match target {
@@ -119,6 +121,145 @@ pub fn move_shard(
             Ok(())
         }
     }
+}
+
+/// The shard `shard` of file system `fs`, or a refusal naming what is
+/// missing.
+fn shard_mut<'a>(
+    config: &'a mut ClusterConfig,
+    fs: &str,
+    shard: ShardId,
+) -> Result<&'a mut ShardInfo, QuorumError> {
+    let Some(f) = config.filesystems.iter_mut().find(|f| f.name == fs) else {
+        return Err(refuse(format!("file system {fs} does not exist")));
+    };
+    let count = f.shards.len();
+    f.shards.iter_mut().find(|s| s.id == shard).ok_or_else(|| {
+        refuse(format!(
+            "{fs} has no shard {shard} (it has shards 0 to {})",
+            count.saturating_sub(1)
+        ))
+    })
+}
+
+/// Applies one step of `node` coming back to shard `shard` of `fs` as the
+/// witness (`witness`) or as a replica (`weft fs set -m`): `Begin` once the
+/// group's voters no longer count it (its daemon then reopens its copy
+/// empty, in the new role), `Finish` once they count it again.
+pub fn regrade_shard(
+    config: &mut ClusterConfig,
+    fs: &str,
+    shard: ShardId,
+    node: NodeId,
+    witness: bool,
+    step: MoveStep,
+) -> Result<(), QuorumError> {
+    let node_name = config
+        .node(node)
+        .map(|n| n.name.clone())
+        .unwrap_or_else(|| format!("node {node}"));
+    let s = shard_mut(config, fs, shard)?;
+    let wanted = ShardRegrade { node, witness };
+    let role = if witness { "the witness" } else { "a replica" };
+    match step {
+        MoveStep::Begin => {
+            if s.regrade == Some(wanted) {
+                return Ok(());
+            }
+            if let Some(r) = s.regrade {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is already changing the role of node {}: run `weft fs set {fs} -m` again to finish that first",
+                    r.node
+                )));
+            }
+            if let Some(m) = s.moving {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is moving from node {} to node {}: finish that move first (`weft meta move` again)",
+                    m.from, m.to
+                )));
+            }
+            if !s.replicated() {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} has one copy: its replicas can change only once it has two or three"
+                )));
+            }
+            if node == s.node {
+                return Err(refuse(format!(
+                    "{node_name} formed shard {shard} of {fs}'s group and stays a replica: change another member"
+                )));
+            }
+            let fits = if witness {
+                s.witness.is_none() && s.replicas.len() > 2 && s.replicas.contains(&node)
+            } else {
+                s.witness == Some(node)
+            };
+            if !fits {
+                return Err(refuse(format!(
+                    "{node_name} cannot become {role} of shard {shard} of {fs}: a replica becomes the witness of a shard with three replicas and no witness, the witness becomes a replica"
+                )));
+            }
+            s.regrade = Some(wanted);
+            Ok(())
+        }
+        MoveStep::Finish => {
+            let done = if witness {
+                s.witness == Some(node) && !s.replicas.contains(&node)
+            } else {
+                s.replicas.contains(&node) && s.witness != Some(node)
+            };
+            if s.regrade.is_none() && done {
+                return Ok(());
+            }
+            if s.regrade != Some(wanted) {
+                return Err(refuse(format!(
+                    "{node_name} is not becoming {role} of shard {shard} of {fs}"
+                )));
+            }
+            if witness {
+                s.replicas.retain(|r| *r != node);
+                s.witness = Some(node);
+            } else {
+                s.witness = None;
+                s.replicas.push(node);
+            }
+            s.regrade = None;
+            Ok(())
+        }
+    }
+}
+
+/// `weft fs set -m`, last step: records `replicas` as the metadata replica
+/// count of `fs` once every shard has that many and none is changing.
+pub fn set_meta_replicas(
+    config: &mut ClusterConfig,
+    fs: &str,
+    replicas: u8,
+) -> Result<(), QuorumError> {
+    let Some(f) = config.filesystems.iter_mut().find(|f| f.name == fs) else {
+        return Err(refuse(format!("file system {fs} does not exist")));
+    };
+    if replicas == 0 || replicas > f.max_meta_replicas {
+        return Err(refuse(format!(
+            "-m {replicas}: {fs} keeps 1 to {} metadata replicas (its -M)",
+            f.max_meta_replicas
+        )));
+    }
+    let off: Vec<String> = f
+        .shards
+        .iter()
+        .filter(|s| {
+            s.holders().len() != usize::from(replicas) || s.regrade.is_some() || s.moving.is_some()
+        })
+        .map(|s| s.id.to_string())
+        .collect();
+    if !off.is_empty() {
+        return Err(refuse(format!(
+            "shards {} of {fs} do not have {replicas} replicas yet (or are changing): `weft fs set {fs} -m {replicas}` brings them there",
+            off.join(", ")
+        )));
+    }
+    f.default_meta_replicas = replicas;
+    Ok(())
 }
 
 fn config_names(nodes: &[weft_proto::config::NodeInfo]) -> impl Fn(NodeId) -> String + '_ {
@@ -165,6 +306,7 @@ mod tests {
             replicas: vec![1, 2],
             witness: Some(3),
             moving: None,
+            regrade: None,
         };
         ClusterConfig {
             format_version: FORMAT_VERSION,
@@ -264,5 +406,95 @@ mod tests {
             .unwrap_err()
             .contains("not moving"));
         assert_eq!(c, before);
+    }
+
+    fn regrade(
+        c: &mut ClusterConfig,
+        shard: ShardId,
+        node: NodeId,
+        witness: bool,
+        s: MoveStep,
+    ) -> Result<(), String> {
+        regrade_shard(c, "fs1", shard, node, witness, s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_witness_becomes_a_replica_and_back_in_two_steps_each() {
+        let mut c = config();
+        // -m 2 with a witness is not -m 3 yet.
+        assert!(set_meta_replicas(&mut c, "fs1", 3)
+            .unwrap_err()
+            .to_string()
+            .contains("shards 0, 1, 2"));
+        regrade(&mut c, 0, 3, false, MoveStep::Begin).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert!(s.rejoins(3) && !s.witnessed_by(3) && s.placed_on(3));
+        assert!(!s.rejoins(2));
+        // Begun twice: nothing more; a move or another change waits.
+        regrade(&mut c, 0, 3, false, MoveStep::Begin).unwrap();
+        assert!(regrade(&mut c, 0, 2, true, MoveStep::Begin)
+            .unwrap_err()
+            .contains("already changing"));
+        assert!(step(&mut c, 0, 2, 4, MoveStep::Begin)
+            .unwrap_err()
+            .contains("changing the role"));
+        regrade(&mut c, 0, 3, false, MoveStep::Finish).unwrap();
+        regrade(&mut c, 0, 3, false, MoveStep::Finish).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert_eq!(
+            (s.replicas.clone(), s.witness, s.regrade),
+            (vec![1, 2, 3], None, None)
+        );
+        assert!(!s.rejoins(3));
+        // And back: the last replica becomes the witness.
+        regrade(&mut c, 0, 3, true, MoveStep::Begin).unwrap();
+        assert!(c.filesystems[0].shards[0].witnessed_by(3));
+        regrade(&mut c, 0, 3, true, MoveStep::Finish).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert_eq!((s.replicas.clone(), s.witness), (vec![1, 2], Some(3)));
+    }
+
+    #[test]
+    fn the_replica_count_is_recorded_once_every_shard_has_it() {
+        let mut c = config();
+        c.filesystems[0].shards.truncate(2);
+        for shard in 0..2 {
+            regrade(&mut c, shard, 3, false, MoveStep::Begin).unwrap();
+            assert!(set_meta_replicas(&mut c, "fs1", 3).is_err());
+            regrade(&mut c, shard, 3, false, MoveStep::Finish).unwrap();
+        }
+        set_meta_replicas(&mut c, "fs1", 3).unwrap();
+        assert_eq!(c.filesystems[0].default_meta_replicas, 3);
+        assert!(set_meta_replicas(&mut c, "fs1", 4)
+            .unwrap_err()
+            .to_string()
+            .contains("1 to 3"));
+        assert!(set_meta_replicas(&mut c, "fs1", 0).is_err());
+        assert!(set_meta_replicas(&mut c, "nope", 2).is_err());
+    }
+
+    #[test]
+    fn role_changes_that_make_no_sense_are_refused_by_name() {
+        let mut c = config();
+        let before = c.clone();
+        let e = |c: &mut ClusterConfig, shard, node, witness| {
+            regrade(c, shard, node, witness, MoveStep::Begin).unwrap_err()
+        };
+        assert!(e(&mut c, 2, 1, false).contains("one copy"));
+        assert!(e(&mut c, 0, 1, true).contains("formed shard 0"));
+        // A shard with a witness has no replica to spare; a replica is not the witness.
+        assert!(e(&mut c, 0, 2, true).contains("cannot become the witness"));
+        assert!(e(&mut c, 0, 2, false).contains("cannot become a replica"));
+        assert!(e(&mut c, 0, 4, false).contains("cannot become a replica"));
+        assert!(e(&mut c, 9, 3, false).contains("no shard 9"));
+        assert!(regrade(&mut c, 0, 3, false, MoveStep::Finish)
+            .unwrap_err()
+            .contains("not becoming"));
+        step(&mut c, 0, 1, 4, MoveStep::Begin).unwrap();
+        assert!(e(&mut c, 0, 3, false).contains("is moving"));
+        assert_eq!(
+            c.filesystems[0].shards[1..],
+            before.filesystems[0].shards[1..]
+        );
     }
 }

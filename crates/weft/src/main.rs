@@ -125,7 +125,7 @@ enum FsCommand {
     Show(cmd::fs_show::FsShowArgs),
     /// Create a file system over NSDs of a stanza file (like mmcrfs).
     Create(cluster::admin::FsCreateArgs),
-    /// Change a file system's data replicas (like mmchfs -r).
+    /// Change a file system's data (-r) or metadata (-m) replicas (like mmchfs -r / -m).
     Set(cmd::restripe::FsSetArgs),
 }
 

@@ -3,7 +3,8 @@
 //! shows down; SIGTERM stops every node and unmounts; a second start finds
 //! the files again. With `-m 2`, every shard has two replicas and a witness
 //! over the three nodes, and killing a node that leads shards leaves every
-//! file and directory reachable, and creates going on.
+//! file and directory reachable, and creates going on. `weft fs set -m 3`
+//! then `-m 2` change every shard's replicas while a writer creates files.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -223,6 +224,129 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
                 .count(),
             6
         );
+    }
+}
+
+/// Kills node `k` of a `weft up --nodes` cluster with SIGKILL.
+fn kill_node(data: &Path, k: u32) {
+    let run = std::fs::read_to_string(data.join(format!("node{k}/run/weft.addr"))).unwrap();
+    let pid: i32 = run.lines().nth(1).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) on a node process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[test]
+fn three_local_nodes_change_their_metadata_replicas_while_serving() {
+    let td = tempfile::tempdir().unwrap();
+    let root = td.path();
+    let data = root.join("data");
+    let mnt = root.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let port = 20000 + ((std::process::id() + 13) % 20000) as u16;
+    let _up = up_with(root, port, &["-m", "2"]);
+    wait("the mount", Duration::from_secs(90), || mounted(&mnt));
+    let served = |list: &str| list.lines().filter(|l| l.contains(" serving ")).count();
+    wait("every shard led", Duration::from_secs(60), || {
+        served(&weft(&data, &["meta", "list", "fs0"])) == 3
+    });
+    for d in 0..6 {
+        std::fs::create_dir(mnt.join(format!("d{d}"))).unwrap();
+        for f in 0..5 {
+            std::fs::write(mnt.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
+        }
+    }
+    // Refused with the reason: above -M, and no count at all.
+    let out = weft(&data, &["fs", "set", "fs0", "-m", "4"]);
+    assert!(out.contains("1 to 3 metadata replicas"), "{out}");
+    // A writer keeps creating files while every shard gains a replica.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, mnt) = (stop.clone(), mnt.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(mnt.join(format!("d{}/w{n}", n % 6)), format!("w{n}")).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let out = weft(&data, &["fs", "set", "fs0", "-m", "3"]);
+    assert!(
+        out.contains("fs0 now keeps 3 metadata replicas (3 shard(s) changed)"),
+        "{out}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0);
+    let mut list = String::new();
+    wait(
+        "every shard led by one of three replicas",
+        Duration::from_secs(60),
+        || {
+            list = weft(&data, &["meta", "list", "fs0"]);
+            served(&list) == 3
+        },
+    );
+    assert!(list.contains("3 shard(s), 3 replica(s) each"), "{list}");
+    assert!(!list.contains("witness"), "{list}");
+    let show = weft(&data, &["fs", "show", "fs0"]);
+    assert!(
+        show.lines()
+            .any(|l| l.contains("Default number of metadata replicas") && l.contains(" 3 ")),
+        "{show}"
+    );
+    // Done already: run again, nothing changes.
+    let out = weft(&data, &["fs", "set", "fs0", "-m", "3"]);
+    assert!(out.contains("(0 shard(s) changed)"), "{out}");
+    // And back to two replicas and a witness.
+    let out = weft(&data, &["fs", "set", "fs0", "-m", "2"]);
+    assert!(out.contains("fs0 now keeps 2 metadata replicas"), "{out}");
+    wait("every shard led again", Duration::from_secs(60), || {
+        list = weft(&data, &["meta", "list", "fs0"]);
+        served(&list) == 3
+    });
+    assert_eq!(list.matches("(witness)").count(), 3, "{list}");
+    // A node dies; every file, old and new, reads back and creates go on.
+    kill_node(&data, 3);
+    let t = Instant::now();
+    loop {
+        list = weft(&data, &["meta", "list", "fs0"]);
+        if served(&list) + list.matches(" degraded ").count() == 3
+            && !list
+                .lines()
+                .any(|r| r.split_whitespace().nth(2) == Some("node3"))
+        {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let logs: Vec<String> = (1..=3)
+                .map(|k| {
+                    let log = std::fs::read_to_string(data.join(format!("node{k}.log")))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                    format!("node{k}.log, last lines first:\n{}", tail.join("\n"))
+                })
+                .collect();
+            panic!(
+                "no live node leads every shard 60 s after node3 died:\n{list}\n{}",
+                logs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for d in 0..6 {
+        for f in 0..5 {
+            let p = mnt.join(format!("d{d}/f{f}"));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
+        }
+        std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
+    }
+    for n in 0..written {
+        let p = mnt.join(format!("d{}/w{n}", n % 6));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("w{n}"));
     }
 }
 

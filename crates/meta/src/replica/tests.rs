@@ -183,20 +183,46 @@ impl Replicas {
     /// Starts a fourth member, in no group yet (as a node a shard moves to).
     async fn add_fourth(&mut self) -> usize {
         let i = self.groups.len();
+        self.fx.push(None);
+        self.groups.push(None);
+        self.start_empty(i, false).await;
+        i
+    }
+
+    /// Starts member `i` from an empty database, in no group yet: a node
+    /// a shard moves to, or one reopening its copy in another role (`weft
+    /// fs set -m`).
+    async fn start_empty(&mut self, i: usize, witness: bool) {
         let fx = Fx::with(|s| s.lock_lease_ms = self.lease_ms);
         let g = ShardGroup::start(
             &fx.srv,
             i as u64 + 1,
             self.net.link(&addr(i)),
             self.timing,
-            false,
+            witness,
         )
         .await
         .unwrap();
         self.net.join(&addr(i), serving(&g));
-        self.fx.push(Some(fx));
-        self.groups.push(Some(g));
-        i
+        self.net.cut(&addr(i), false);
+        self.fx[i] = Some(fx);
+        self.groups[i] = Some(g);
+    }
+
+    /// Member `i` (the third) leaves the voters, comes back empty as a
+    /// replica or the witness, catches up as a learner and votes again:
+    /// the steps of `weft fs set -m`, asked of leader `l`.
+    async fn regrade(&mut self, l: usize, i: usize, witness: bool) {
+        let g = self.groups[l].clone().unwrap();
+        let others: Vec<u64> = (0..3).filter(|&k| k != i).map(|k| k as u64 + 1).collect();
+        g.set_voters(&others).unwrap();
+        self.kill(i).await;
+        self.witness = witness;
+        self.start_empty(i, witness).await;
+        g.add_learner(i as u64 + 1, &addr(i), Duration::from_secs(10))
+            .unwrap();
+        g.set_voters(&[1, 2, 3]).unwrap();
+        self.caught_up(i, l).await;
     }
 }
 
@@ -655,6 +681,38 @@ async fn the_leader_hands_its_place_to_a_new_member() {
     let other = if l3 == new { keep } else { new };
     r.caught_up(other, l3).await;
     assert_eq!(r.records(other), r.records(l3));
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_witness_becomes_a_replica_and_a_replica_the_witness() {
+    let mut r = Replicas::with(timing(), true).await;
+    let l = r.leader().await;
+    assert!(l < 2, "the witness serves");
+    for n in 0..20 {
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+    }
+    // The witness comes back as a replica: it gets every record.
+    r.regrade(l, 2, false).await;
+    assert!(!r.groups[2].as_ref().unwrap().is_witness());
+    assert_eq!(r.records(2), r.records(l));
+    r.fx(l).file(ROOT_INO, "three");
+    r.caught_up(2, l).await;
+    assert_eq!(r.records(2), r.records(l));
+    // And back to the witness: it keeps the log, applies no records.
+    r.regrade(l, 2, true).await;
+    assert!(r.groups[2].as_ref().unwrap().is_witness());
+    assert_ne!(r.records(2), r.records(l));
+    r.fx(l).file(ROOT_INO, "two");
+    // The witness votes: with the leader gone, the other replica leads
+    // with it (a leader needs its vote) and has every file.
+    let other = 1 - l;
+    r.caught_up(other, l).await;
+    r.kill(l).await;
+    let l2 = r.leader().await;
+    assert_eq!(l2, other);
+    assert_eq!(r.fx(l2).names(ROOT_INO).len(), 22);
+    r.fx(l2).file(ROOT_INO, "after");
     r.stop().await;
 }
 

@@ -121,6 +121,7 @@ pub fn place_shards(count: u16, nodes: &[u32], replicas: u8) -> Vec<ShardInfo> {
                 replicas: holders,
                 witness: (replicas == 2 && n > 2).then(|| at(k + 2)),
                 moving: None,
+                regrade: None,
             }
         })
         .collect()

@@ -3,7 +3,8 @@
 //! quorum nodes, and background loops that
 //! - follow the configuration (from the local Raft store or any quorum node),
 //!   keep a copy in `DATA/config-cache.json` so I/O goes on when the quorum is
-//!   unreachable, and open the meta shards and NSDs placed on this node;
+//!   unreachable, and open the meta shards and NSDs placed on this node
+//!   (see `serving`);
 //! - heartbeat the cluster manager (every node) and, on the manager, add
 //!   joined quorum nodes to the Raft group and turn node liveness into disk
 //!   states (see `weft_quorum::disks`);
@@ -11,7 +12,7 @@
 //!   node's recovering NSDs from their chain peers (see `resync`);
 //! - serve the FUSE mounts `weft mount` asks for.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,9 +21,8 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use tracing::{info, warn};
 use weft_client::{Client, ClientConfig, Cluster};
-use weft_meta::{MetaServer, MetaSpec};
 use weft_net::{serve, Handler, Pool, Secret};
-use weft_nsd::{NsdServer, NsdSpec};
+use weft_nsd::NsdSpec;
 use weft_proto::config::ClusterConfig;
 use weft_proto::msg::{NodeRequest, QuorumRequest, RaftKind};
 use weft_proto::{ErrorKind, RemoteError, Request, Response};
@@ -33,14 +33,15 @@ use super::call::call_manager;
 use super::manager::Manager;
 use super::node_config::NodeConfig;
 use super::resync::Resyncs;
+use super::serving::{reconcile, BarrierFor, PeersFor, Served, ShardWiring};
 use crate::datadir::DataDir;
 use crate::node::{Node, NodeControl, QuorumRole};
 
 /// Raft messages over the node's authenticated connections: the quorum's,
 /// or those of one replicated metadata shard.
-struct NetTransport {
-    pool: Arc<Pool>,
-    shard: Option<(weft_proto::types::FsId, weft_proto::types::ShardId)>,
+pub(super) struct NetTransport {
+    pub(super) pool: Arc<Pool>,
+    pub(super) shard: Option<(weft_proto::types::FsId, weft_proto::types::ShardId)>,
 }
 
 impl RaftTransport for NetTransport {
@@ -108,13 +109,6 @@ pub enum FirstStart {
     Init(Box<ClusterConfig>),
     /// Later starts (and `node join`, already registered).
     None,
-}
-
-/// Meta shard and NSD placement this node has opened.
-#[derive(Default)]
-struct Served {
-    meta: BTreeSet<(u32, u16)>,
-    nsds: BTreeSet<u32>,
 }
 
 struct Mount {
@@ -260,12 +254,6 @@ pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo
     }
 }
 
-/// Makes the data barrier of a file system's metadata shard.
-type BarrierFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarrier> + Send + Sync;
-
-/// Makes how a file system's metadata shard reaches its other shards.
-type PeersFor = dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::ShardPeers> + Send + Sync;
-
 /// A maker of one `T` per file system over one pool, configuration source
 /// and runtime.
 fn per_fs<T: ?Sized + 'static>(
@@ -281,202 +269,6 @@ fn per_fs<T: ?Sized + 'static>(
 ) -> Arc<dyn Fn(weft_proto::types::FsId) -> Arc<T> + Send + Sync> {
     let rt = rt.clone();
     Arc::new(move |fs| make(fs, pool.clone(), config.clone(), rt.clone()))
-}
-
-/// What a shard served here needs besides its database.
-struct ShardWiring<'a> {
-    lock_lease_ms: u64,
-    barrier: &'a BarrierFor,
-    peers: &'a PeersFor,
-    /// Carries the Raft messages of replicated shards.
-    raft_pool: Arc<Pool>,
-}
-
-/// Starts this node's member of a replicated shard's Raft group, then
-/// serves the shard (as leader, or refusing with `NotServing` and taking
-/// part in the group). The first replica forms the group once.
-fn start_replica(
-    node: &Arc<Node>,
-    m: MetaServer,
-    me: u32,
-    cfg: &ClusterConfig,
-    fs: &weft_proto::config::FsInfo,
-    shard: &weft_proto::config::ShardInfo,
-    wiring: &ShardWiring<'_>,
-) {
-    let members: Vec<(u64, String)> = shard
-        .members()
-        .iter()
-        .filter_map(|id| cfg.node(*id).map(|n| (u64::from(*id), n.addr.clone())))
-        .collect();
-    let transport = Arc::new(NetTransport {
-        pool: wiring.raft_pool.clone(),
-        shard: Some((fs.id, shard.id)),
-    });
-    let first = shard.node == me;
-    let witness = shard.witnessed_by(me);
-    let (fs_id, fs_name, shard_id) = (fs.id, fs.name.clone(), shard.id);
-    let node = node.clone();
-    tokio::spawn(async move {
-        let timing = weft_meta::ReplicaTiming::default();
-        let group = match weft_meta::ShardGroup::start(
-            &m,
-            u64::from(me),
-            transport,
-            timing,
-            witness,
-        )
-        .await
-        {
-            Ok(g) => g,
-            Err(e) => {
-                warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot start the shard replica");
-                return;
-            }
-        };
-        node.add_meta(fs_id, m);
-        info!(fs = %fs_name, shard = shard_id, witness, "serving a replica of the metadata shard");
-        if first && !group.is_initialized().await {
-            match group.initialize(&members).await {
-                Ok(()) => info!(fs = %fs_name, shard = shard_id, "formed the shard's Raft group"),
-                Err(e) => {
-                    warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot form the shard's Raft group")
-                }
-            }
-        }
-    });
-}
-
-/// Stops this node's replica of a shard that moved elsewhere (`weft meta
-/// move` finished: the group no longer counts it) and deletes its copy.
-fn stop_replica(node: &Arc<Node>, dir: &DataDir, fs: &str, key: (u32, u16)) {
-    let Some(server) = node.remove_meta(key.0, key.1) else {
-        return;
-    };
-    let (dir, fs) = (dir.clone(), fs.to_owned());
-    tokio::spawn(async move {
-        if let Some(g) = server.replica() {
-            g.shutdown().await;
-        }
-        drop(server);
-        remove_shard_files(&dir, &fs, key.1);
-        info!(fs = %fs, shard = key.1, "the shard moved to another node; its copy here is deleted");
-    });
-}
-
-/// Deletes this node's copy of a shard (its database, snapshot and log).
-fn remove_shard_files(dir: &DataDir, fs: &str, shard: u16) {
-    let db = dir.meta(fs, shard);
-    let mut snap = db.clone().into_os_string();
-    snap.push(".snap");
-    let log = weft_meta::replica_log_path(&db);
-    for path in [db, PathBuf::from(snap), log] {
-        match std::fs::remove_file(&path) {
-            Ok(()) => info!(path = %path.display(), "removed a stale shard copy"),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warn!(path = %path.display(), error = %e, "cannot remove a shard copy"),
-        }
-    }
-}
-
-/// Opens the meta shards and NSDs the configuration places on this node.
-fn reconcile(
-    node: &Arc<Node>,
-    served: &mut Served,
-    dir: &DataDir,
-    me: u32,
-    cfg: &ClusterConfig,
-    wiring: &ShardWiring<'_>,
-) {
-    for fs in &cfg.filesystems {
-        for shard in &fs.shards {
-            let key = (fs.id, shard.id);
-            if !shard.placed_on(me) {
-                if served.meta.remove(&key) {
-                    stop_replica(node, dir, &fs.name, key);
-                } else if shard.replicated() && dir.meta(&fs.name, shard.id).exists() {
-                    // Moved away while this node was down.
-                    remove_shard_files(dir, &fs.name, shard.id);
-                }
-                continue;
-            }
-            if served.meta.contains(&key) {
-                continue;
-            }
-            if shard.moving.is_some_and(|m| m.to == me) {
-                // Joining the group: a copy left from an earlier membership
-                // is stale; the leader sends the shard whole.
-                remove_shard_files(dir, &fs.name, shard.id);
-            }
-            let Some(spec) = MetaSpec::group_commit(fs, shard.id, wiring.lock_lease_ms) else {
-                continue;
-            };
-            if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
-                warn!(error = %e, "cannot create the meta directory");
-                continue;
-            }
-            let existed = dir.meta(&fs.name, shard.id).exists();
-            match MetaServer::open(&dir.meta(&fs.name, shard.id), spec) {
-                Ok(m) => {
-                    m.set_data_barrier((wiring.barrier)(fs.id));
-                    m.set_peers((wiring.peers)(fs.id));
-                    served.meta.insert(key);
-                    if shard.members().len() > 1 {
-                        // Its replica asks for opens when it takes over.
-                        start_replica(node, m, me, cfg, fs, shard, wiring);
-                        continue;
-                    }
-                    if existed {
-                        // Clients of other nodes kept their files open while
-                        // this node was down.
-                        m.ask_for_opens();
-                    }
-                    node.add_meta(fs.id, m);
-                    info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
-                }
-                Err(e) => {
-                    warn!(fs = %fs.name, shard = shard.id, error = %e, "cannot open the metadata shard")
-                }
-            }
-        }
-    }
-    let used = weft_quorum::change::used_nsds(cfg);
-    let mine: Vec<&weft_proto::config::NsdInfo> = cfg
-        .nsds
-        .iter()
-        .filter(|n| n.node == me && used.contains(&n.id))
-        .collect();
-    let ids: BTreeSet<u32> = mine.iter().map(|n| n.id).collect();
-    let states = super::resync::chain_states(cfg, me);
-    if ids == served.nsds {
-        if let Some(s) = node.nsd_server() {
-            s.set_chain_states(states);
-        }
-        return;
-    }
-    let mut specs = Vec::new();
-    for n in &mine {
-        let spec = nsd_spec(cfg, n);
-        if weft_nsd::read_label(&spec.path).is_err() {
-            if let Err(e) = weft_nsd::format_nsd(&spec, &cfg.cluster_id) {
-                warn!(nsd = %n.name, error = %e, "cannot format the NSD");
-                continue;
-            }
-            info!(nsd = %n.name, device = %n.device, "NSD formatted");
-        }
-        specs.push(spec);
-    }
-    match NsdServer::open(specs, &cfg.cluster_id) {
-        Ok(s) => {
-            // Before the first request: a disk that missed writes takes
-            // none routed by the tables it missed.
-            s.set_chain_states(states);
-            node.set_nsd(s);
-            served.nsds = ids;
-            info!(nsds = ?served.nsds, "serving NSDs");
-        }
-        Err(e) => warn!(error = %e, "cannot open the NSDs"),
-    }
 }
 
 /// Runs the node until SIGINT or SIGTERM.
@@ -670,7 +462,8 @@ async fn serve_node(
             peers: peers.as_ref(),
             raft_pool: raft_pool.clone(),
         },
-    );
+    )
+    .await;
     // Cross-shard transactions left half done by a crash or a lost message
     // are settled and big directories split in the background (see
     // `Node::meta_rounds`).
@@ -757,7 +550,8 @@ async fn serve_node(
                         peers: peers.as_ref(),
                         raft_pool: raft_pool.clone(),
                     },
-                );
+                )
+                .await;
                 // After the servers know the new chain-table versions, so
                 // they refuse reads routed by the older table first.
                 resyncs.clean_left(&previous, &c, cfg.node_id, &resync_pool);

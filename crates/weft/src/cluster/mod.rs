@@ -18,6 +18,7 @@ pub mod devices;
 pub mod manager;
 pub mod node_config;
 pub mod resync;
+mod serving;
 #[cfg(test)]
 mod sim;
 pub mod token;

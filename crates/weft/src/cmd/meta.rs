@@ -125,6 +125,10 @@ pub fn list(args: MetaListArgs) -> Result<()> {
                     name_of(m.from)
                 ));
             }
+            if let Some(r) = s.regrade {
+                let role = if r.witness { "witness" } else { "replica" };
+                replicas.push(format!("{}(becoming {role})", name_of(r.node)));
+            }
             // Who leads, as the replicas see it.
             let mut leader = if s.replicated() { None } else { Some(s.node) };
             let mut log = "-".to_string();

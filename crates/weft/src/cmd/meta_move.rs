@@ -17,9 +17,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use weft_proto::config::ClusterConfig;
+use weft_client::Cluster;
+use weft_proto::config::{ClusterConfig, FsInfo};
 use weft_proto::msg::{ConfigChange, MoveStep};
-use weft_proto::types::NodeId;
+use weft_proto::types::{NodeId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, Response};
 
 use super::meta::call;
@@ -80,7 +81,6 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
                 .unwrap_or_else(|| format!("node {id}"))
         };
         let (from_name, to_name) = (name_of(from), name_of(to));
-        let to_addr = cfg.node(to).map(|n| n.addr.clone()).unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
         let step = |step| ConfigChange::MoveShard {
             fs: args.name.clone(),
@@ -110,57 +110,16 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         );
 
         // 2. The leader sends it the shard until it has caught up.
-        loop {
-            let add = MetaRequest::AddLearner {
-                member: u64::from(to),
-                addr: to_addr.clone(),
-            };
-            match call(&cluster, &fs, s.id, add).await? {
-                Response::Replica(_) => break,
-                Response::Error(e) if e.kind.is_retryable() || e.kind == ErrorKind::Busy => {
-                    if Instant::now() >= deadline {
-                        bail!(
-                            "{to_name} has not caught up with shard {} within {} s ({}); \
-                             run the command again to go on",
-                            s.id,
-                            args.timeout,
-                            e.message
-                        );
-                    }
-                    println!("weft: {}", e.message);
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Response::Error(e) => bail!("shard {}: {}", s.id, e.message),
-                other => bail!("shard {} answered {other:?}", s.id),
-            }
-        }
+        catch_up(&cluster, &fs, s.id, to, &to_name, deadline).await?;
         println!("weft: {to_name} has the whole shard");
 
         // 3. The group's voters change.
-        let voters: Vec<u64> = s
+        let voters: Vec<NodeId> = s
             .members()
             .into_iter()
             .map(|m| if m == from { to } else { m })
-            .map(u64::from)
             .collect();
-        loop {
-            let set = MetaRequest::SetVoters {
-                voters: voters.clone(),
-            };
-            match call(&cluster, &fs, s.id, set).await? {
-                Response::Replica(_) => break,
-                Response::Error(e) if e.kind.is_retryable() && Instant::now() < deadline => {
-                    println!("weft: {}", e.message);
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                Response::Error(e) => bail!(
-                    "shard {}: changing its members: {}; run the command again to go on",
-                    s.id,
-                    e.message
-                ),
-                other => bail!("shard {} answered {other:?}", s.id),
-            }
-        }
+        set_voters(&cluster, &fs, s.id, &voters, deadline).await?;
 
         // 4. The configuration follows.
         let cfg = change(&cluster, step(MoveStep::Finish)).await?;
@@ -172,4 +131,72 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// Asks shard `shard`'s leader to make `member` a learner and send it the
+/// shard, until it has the whole log or `deadline` passes.
+pub(super) async fn catch_up(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    member: NodeId,
+    member_name: &str,
+    deadline: Instant,
+) -> Result<()> {
+    let addr = cluster
+        .config()
+        .node(member)
+        .map(|n| n.addr.clone())
+        .unwrap_or_default();
+    loop {
+        let add = MetaRequest::AddLearner {
+            member: u64::from(member),
+            addr: addr.clone(),
+        };
+        match call(cluster, fs, shard, add).await? {
+            Response::Replica(_) => return Ok(()),
+            Response::Error(e) if e.kind.is_retryable() || e.kind == ErrorKind::Busy => {
+                if Instant::now() >= deadline {
+                    bail!(
+                        "{member_name} has not caught up with shard {shard} in time ({}); \
+                         run the command again to go on",
+                        e.message
+                    );
+                }
+                println!("weft: {}", e.message);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Response::Error(e) => bail!("shard {shard}: {}", e.message),
+            other => bail!("shard {shard} answered {other:?}"),
+        }
+    }
+}
+
+/// Asks shard `shard`'s leader to make `voters` exactly its group's voting
+/// members (committed before this returns).
+pub(super) async fn set_voters(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    voters: &[NodeId],
+    deadline: Instant,
+) -> Result<()> {
+    let voters: Vec<u64> = voters.iter().copied().map(u64::from).collect();
+    loop {
+        let set = MetaRequest::SetVoters {
+            voters: voters.clone(),
+        };
+        match call(cluster, fs, shard, set).await? {
+            Response::Replica(_) => return Ok(()),
+            Response::Error(e) if e.kind.is_retryable() && Instant::now() < deadline => {
+                println!("weft: {}", e.message);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Response::Error(e) => bail!(
+                "shard {shard}: changing its members: {}; run the command again to go on",
+                e.message
+            ),
+            other => bail!("shard {shard} answered {other:?}"),
+        }
+    }
 }

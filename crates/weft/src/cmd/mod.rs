@@ -7,6 +7,7 @@ mod fsck_chunks;
 pub mod health;
 pub mod meta;
 pub mod meta_move;
+mod meta_replicas;
 pub mod nsd_check;
 pub mod perf;
 mod perf_hard;

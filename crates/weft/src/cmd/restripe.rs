@@ -62,6 +62,7 @@ pub struct RestripeArgs {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["replicas", "meta_replicas"])))]
 pub struct FsSetArgs {
     /// File system name.
     name: String,
@@ -69,7 +70,16 @@ pub struct FsSetArgs {
     /// creation): new copies are made in the background (`weft restripe
     /// -R` shows them), extra ones are dropped at once.
     #[arg(short = 'r')]
-    replicas: u8,
+    replicas: Option<u8>,
+    /// Metadata replicas of every shard (2 or 3, at most the `-M` given at
+    /// creation): the shards change one after another while they serve,
+    /// and the command waits for them.
+    #[arg(short = 'm')]
+    meta_replicas: Option<u8>,
+    /// With -m: give up (the change is finished by running the command
+    /// again) after this many seconds.
+    #[arg(long, default_value_t = 1800)]
+    timeout: u64,
     #[command(flatten)]
     target: Target,
 }
@@ -130,44 +140,54 @@ pub fn fs_set(args: FsSetArgs) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
         let cluster = admin::connect(&args.target).await?;
-        let old = cluster.refresh().await?;
-        let cfg = change(
-            &cluster,
-            ConfigChange::SetReplicas {
-                fs: args.name.clone(),
-                replicas: args.replicas,
-            },
-        )
-        .await?;
-        let (Some(before), Some(after)) = (old.filesystem(&args.name), cfg.filesystem(&args.name))
-        else {
-            bail!("file system {} does not exist", args.name);
-        };
-        let copies = |f: &FsInfo| -> usize {
-            f.chain_tables
-                .iter()
-                .flat_map(|t| &t.chains)
-                .map(|c| c.nsds.len())
-                .sum()
-        };
-        let dropped = copies(before).saturating_sub(copies(after));
-        if dropped > 0 {
-            println!("weft: {dropped} copies dropped");
+        if let Some(replicas) = args.replicas {
+            set_data_replicas(&cluster, &args.name, replicas).await?;
         }
-        let moves = moves_of(after);
-        print_moves(&cfg, &moves);
-        println!(
-            "weft: {} now keeps {} data replicas",
-            args.name, after.default_data_replicas
-        );
-        if moves.iter().any(|(_, _, m)| m.from.is_none()) {
-            println!(
-                "weft: new copies are being made; `weft restripe {} -R` shows them until done",
-                args.name
-            );
+        if let Some(m) = args.meta_replicas {
+            super::meta_replicas::set(&cluster, &args.name, m, Duration::from_secs(args.timeout))
+                .await?;
         }
         Ok(())
     })
+}
+
+/// `weft fs set -r`: every chain of `name` gets `replicas` copies.
+async fn set_data_replicas(cluster: &Cluster, name: &str, replicas: u8) -> Result<()> {
+    let old = cluster.refresh().await?;
+    let cfg = change(
+        cluster,
+        ConfigChange::SetReplicas {
+            fs: name.to_owned(),
+            replicas,
+        },
+    )
+    .await?;
+    let (Some(before), Some(after)) = (old.filesystem(name), cfg.filesystem(name)) else {
+        bail!("file system {name} does not exist");
+    };
+    let copies = |f: &FsInfo| -> usize {
+        f.chain_tables
+            .iter()
+            .flat_map(|t| &t.chains)
+            .map(|c| c.nsds.len())
+            .sum()
+    };
+    let dropped = copies(before).saturating_sub(copies(after));
+    if dropped > 0 {
+        println!("weft: {dropped} copies dropped");
+    }
+    let moves = moves_of(after);
+    print_moves(&cfg, &moves);
+    println!(
+        "weft: {name} now keeps {} data replicas",
+        after.default_data_replicas
+    );
+    if moves.iter().any(|(_, _, m)| m.from.is_none()) {
+        println!(
+            "weft: new copies are being made; `weft restripe {name} -R` shows them until done"
+        );
+    }
+    Ok(())
 }
 
 /// `weft restripe FS -r|-R`.

@@ -1,0 +1,269 @@
+//! What a node serves, as the configuration places it: the metadata
+//! shards (a shard with one copy, or this node's member of a replicated
+//! shard's Raft group, as a replica or the witness) and the NSDs.
+//! [`reconcile`] runs at start and at every new configuration: it opens
+//! what is new, stops what left (deleting the copy of a shard that moved
+//! away), and restarts a shard member whose role changed (`weft fs set -m`)
+//! from an empty copy.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tracing::{info, warn};
+use weft_meta::{MetaServer, MetaSpec};
+use weft_net::Pool;
+use weft_nsd::NsdServer;
+use weft_proto::config::ClusterConfig;
+
+use super::daemon::{nsd_spec, NetTransport};
+use crate::datadir::DataDir;
+use crate::node::Node;
+
+/// Meta shard and NSD placement this node has opened.
+#[derive(Default)]
+pub(super) struct Served {
+    /// The shards this node serves, and in which role.
+    meta: BTreeMap<(u32, u16), ShardRole>,
+    nsds: BTreeSet<u32>,
+}
+
+/// How this node serves a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShardRole {
+    /// Its one copy, no Raft group.
+    Single,
+    /// A replica of its Raft group.
+    Replica,
+    /// Its group's witness (log, no records).
+    Witness,
+}
+
+impl ShardRole {
+    fn of(shard: &weft_proto::config::ShardInfo, me: u32) -> ShardRole {
+        if shard.members().len() <= 1 {
+            ShardRole::Single
+        } else if shard.witnessed_by(me) {
+            ShardRole::Witness
+        } else {
+            ShardRole::Replica
+        }
+    }
+}
+
+/// Makes the data barrier of a file system's metadata shard.
+pub(super) type BarrierFor =
+    dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarrier> + Send + Sync;
+
+/// Makes how a file system's metadata shard reaches its other shards.
+pub(super) type PeersFor =
+    dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::ShardPeers> + Send + Sync;
+
+/// What a shard served here needs besides its database.
+pub(super) struct ShardWiring<'a> {
+    pub(super) lock_lease_ms: u64,
+    pub(super) barrier: &'a BarrierFor,
+    pub(super) peers: &'a PeersFor,
+    /// Carries the Raft messages of replicated shards.
+    pub(super) raft_pool: Arc<Pool>,
+}
+
+/// Starts this node's member of a replicated shard's Raft group, then
+/// serves the shard (as leader, or refusing with `NotServing` and taking
+/// part in the group). The first replica forms the group once.
+fn start_replica(
+    node: &Arc<Node>,
+    m: MetaServer,
+    me: u32,
+    cfg: &ClusterConfig,
+    fs: &weft_proto::config::FsInfo,
+    shard: &weft_proto::config::ShardInfo,
+    wiring: &ShardWiring<'_>,
+) {
+    let members: Vec<(u64, String)> = shard
+        .members()
+        .iter()
+        .filter_map(|id| cfg.node(*id).map(|n| (u64::from(*id), n.addr.clone())))
+        .collect();
+    let transport = Arc::new(NetTransport {
+        pool: wiring.raft_pool.clone(),
+        shard: Some((fs.id, shard.id)),
+    });
+    let first = shard.node == me;
+    let witness = shard.witnessed_by(me);
+    let (fs_id, fs_name, shard_id) = (fs.id, fs.name.clone(), shard.id);
+    let node = node.clone();
+    tokio::spawn(async move {
+        let timing = weft_meta::ReplicaTiming::default();
+        let group = match weft_meta::ShardGroup::start(
+            &m,
+            u64::from(me),
+            transport,
+            timing,
+            witness,
+        )
+        .await
+        {
+            Ok(g) => g,
+            Err(e) => {
+                warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot start the shard replica");
+                return;
+            }
+        };
+        node.add_meta(fs_id, m);
+        info!(fs = %fs_name, shard = shard_id, witness, "serving a replica of the metadata shard");
+        if first && !group.is_initialized().await {
+            match group.initialize(&members).await {
+                Ok(()) => info!(fs = %fs_name, shard = shard_id, "formed the shard's Raft group"),
+                Err(e) => {
+                    warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot form the shard's Raft group")
+                }
+            }
+        }
+    });
+}
+
+/// Stops serving a shard here: its Raft member, if any, stops first.
+async fn stop_shard(node: &Arc<Node>, key: (u32, u16)) {
+    if let Some(server) = node.remove_meta(key.0, key.1) {
+        if let Some(g) = server.replica() {
+            g.shutdown().await;
+        }
+    }
+}
+
+/// Stops this node's replica of a shard that moved elsewhere (`weft meta
+/// move` finished: the group no longer counts it) and deletes its copy.
+fn stop_replica(node: &Arc<Node>, dir: &DataDir, fs: &str, key: (u32, u16)) {
+    let (node, dir, fs) = (node.clone(), dir.clone(), fs.to_owned());
+    tokio::spawn(async move {
+        stop_shard(&node, key).await;
+        remove_shard_files(&dir, &fs, key.1);
+        info!(fs = %fs, shard = key.1, "the shard moved to another node; its copy here is deleted");
+    });
+}
+
+/// Deletes this node's copy of a shard (its database, snapshot and log).
+fn remove_shard_files(dir: &DataDir, fs: &str, shard: u16) {
+    let db = dir.meta(fs, shard);
+    let mut snap = db.clone().into_os_string();
+    snap.push(".snap");
+    let log = weft_meta::replica_log_path(&db);
+    for path in [db, PathBuf::from(snap), log] {
+        match std::fs::remove_file(&path) {
+            Ok(()) => info!(path = %path.display(), "removed a stale shard copy"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warn!(path = %path.display(), error = %e, "cannot remove a shard copy"),
+        }
+    }
+}
+
+/// Opens the meta shards and NSDs the configuration places on this node.
+pub(super) async fn reconcile(
+    node: &Arc<Node>,
+    served: &mut Served,
+    dir: &DataDir,
+    me: u32,
+    cfg: &ClusterConfig,
+    wiring: &ShardWiring<'_>,
+) {
+    for fs in &cfg.filesystems {
+        for shard in &fs.shards {
+            let key = (fs.id, shard.id);
+            if !shard.placed_on(me) {
+                if served.meta.remove(&key).is_some() {
+                    stop_replica(node, dir, &fs.name, key);
+                } else if shard.replicated() && dir.meta(&fs.name, shard.id).exists() {
+                    // Moved away while this node was down.
+                    remove_shard_files(dir, &fs.name, shard.id);
+                }
+                continue;
+            }
+            let role = ShardRole::of(shard, me);
+            match served.meta.get(&key) {
+                Some(r) if *r == role => continue,
+                Some(r) => {
+                    // `weft fs set -m`: this member left the group's voters
+                    // and comes back in its new role, from an empty copy.
+                    info!(fs = %fs.name, shard = shard.id, from = ?r, to = ?role, "the shard's member here changes role");
+                    served.meta.remove(&key);
+                    stop_shard(node, key).await;
+                }
+                None => {}
+            }
+            if shard.rejoins(me) {
+                // Joining the group, or coming back in another role: a copy
+                // left from an earlier membership is stale; the leader sends
+                // the shard whole.
+                remove_shard_files(dir, &fs.name, shard.id);
+            }
+            let Some(spec) = MetaSpec::group_commit(fs, shard.id, wiring.lock_lease_ms) else {
+                continue;
+            };
+            if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
+                warn!(error = %e, "cannot create the meta directory");
+                continue;
+            }
+            let existed = dir.meta(&fs.name, shard.id).exists();
+            match MetaServer::open(&dir.meta(&fs.name, shard.id), spec) {
+                Ok(m) => {
+                    m.set_data_barrier((wiring.barrier)(fs.id));
+                    m.set_peers((wiring.peers)(fs.id));
+                    served.meta.insert(key, role);
+                    if role != ShardRole::Single {
+                        // Its replica asks for opens when it takes over.
+                        start_replica(node, m, me, cfg, fs, shard, wiring);
+                        continue;
+                    }
+                    if existed {
+                        // Clients of other nodes kept their files open while
+                        // this node was down.
+                        m.ask_for_opens();
+                    }
+                    node.add_meta(fs.id, m);
+                    info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
+                }
+                Err(e) => {
+                    warn!(fs = %fs.name, shard = shard.id, error = %e, "cannot open the metadata shard")
+                }
+            }
+        }
+    }
+    let used = weft_quorum::change::used_nsds(cfg);
+    let mine: Vec<&weft_proto::config::NsdInfo> = cfg
+        .nsds
+        .iter()
+        .filter(|n| n.node == me && used.contains(&n.id))
+        .collect();
+    let ids: BTreeSet<u32> = mine.iter().map(|n| n.id).collect();
+    let states = super::resync::chain_states(cfg, me);
+    if ids == served.nsds {
+        if let Some(s) = node.nsd_server() {
+            s.set_chain_states(states);
+        }
+        return;
+    }
+    let mut specs = Vec::new();
+    for n in &mine {
+        let spec = nsd_spec(cfg, n);
+        if weft_nsd::read_label(&spec.path).is_err() {
+            if let Err(e) = weft_nsd::format_nsd(&spec, &cfg.cluster_id) {
+                warn!(nsd = %n.name, error = %e, "cannot format the NSD");
+                continue;
+            }
+            info!(nsd = %n.name, device = %n.device, "NSD formatted");
+        }
+        specs.push(spec);
+    }
+    match NsdServer::open(specs, &cfg.cluster_id) {
+        Ok(s) => {
+            // Before the first request: a disk that missed writes takes
+            // none routed by the tables it missed.
+            s.set_chain_states(states);
+            node.set_nsd(s);
+            served.nsds = ids;
+            info!(nsds = ?served.nsds, "serving NSDs");
+        }
+        Err(e) => warn!(error = %e, "cannot open the NSDs"),
+    }
+}
