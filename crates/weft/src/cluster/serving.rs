@@ -123,6 +123,24 @@ fn start_replica(
     });
 }
 
+/// Opens a shard's database. A copy this node just stopped serving (its
+/// member changed role) may still be held for a moment by requests and
+/// tasks of the old server: the open waits up to 10 s for them.
+async fn open_shard(
+    path: &std::path::Path,
+    spec: MetaSpec,
+) -> Result<MetaServer, weft_meta::MetaError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match MetaServer::open(path, spec.clone()) {
+            Err(weft_meta::MetaError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Stops serving a shard here: its Raft member, if any, stops first.
 async fn stop_shard(node: &Arc<Node>, key: (u32, u16)) {
     if let Some(server) = node.remove_meta(key.0, key.1) {
@@ -205,7 +223,7 @@ pub(super) async fn reconcile(
                 continue;
             }
             let existed = dir.meta(&fs.name, shard.id).exists();
-            match MetaServer::open(&dir.meta(&fs.name, shard.id), spec) {
+            match open_shard(&dir.meta(&fs.name, shard.id), spec).await {
                 Ok(m) => {
                     m.set_data_barrier((wiring.barrier)(fs.id));
                     m.set_peers((wiring.peers)(fs.id));

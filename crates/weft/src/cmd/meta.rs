@@ -70,7 +70,7 @@ pub(super) async fn call(
 }
 
 /// One replica's view of its shard, asked of its node directly.
-async fn replica_info(
+pub(super) async fn replica_info(
     cluster: &Cluster,
     fs: &FsInfo,
     shard: ShardId,

@@ -12,7 +12,8 @@
 //!    log and vote must not be reused in another role);
 //! 2. the cluster manager records the change (`ConfigChange::RegradeShard`,
 //!    `Begin`); the member's daemon stops its copy, deletes it and opens an
-//!    empty one in the new role;
+//!    empty one in the new role; the command waits until the member
+//!    answers in that role;
 //! 3. the leader makes it a learner and sends it the shard (records for a
 //!    replica, the log alone for a witness) until it has caught up, then
 //!    makes it a voter again;
@@ -31,6 +32,7 @@ use weft_proto::config::{FsInfo, ShardInfo};
 use weft_proto::msg::{ConfigChange, MoveStep};
 use weft_proto::types::{NodeId, ShardId};
 
+use super::meta::replica_info;
 use super::meta_move::{catch_up, set_voters};
 use super::restripe::change;
 
@@ -155,6 +157,28 @@ async fn regrade(
     set_voters(cluster, fs, s.id, &others, deadline).await?;
     let cfg = change(cluster, step(MoveStep::Begin)).await?;
     cluster.offer_config(&cfg);
+    // Until its daemon has reopened the shard, the member of the old role
+    // still answers: made a learner, it would look caught up (a witness
+    // with the log and none of the records).
+    loop {
+        match replica_info(cluster, fs, s.id, node).await {
+            Ok(r) if (r.role == "witness") == witness => break,
+            Ok(_) | Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(r) => bail!(
+                "{node_name} still serves shard {} as {} (not {role}): is its daemon \
+                 running and following the configuration? run the command again to go on",
+                s.id,
+                r.role
+            ),
+            Err(e) => bail!(
+                "{node_name} has not reopened shard {} as {role} ({e}); is its daemon \
+                 running? run the command again to go on",
+                s.id
+            ),
+        }
+    }
     catch_up(cluster, fs, s.id, node, node_name, deadline).await?;
     set_voters(cluster, fs, s.id, &s.members(), deadline).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
