@@ -22,11 +22,20 @@
 //! Step 3 is rare (a `Written` has to land within one barrier) and short.
 //! Periodic durable commits that need a barrier run at most once per
 //! [`ORDERED_INTERVAL`]; one asked for by an fsync runs at once.
+//!
+//! A shard whose every commit is durable as it is made — a replicated
+//! shard, whose log entries are durable on the replicas once appended, or
+//! one opened `durable` — has no later durable commit to put the barrier
+//! before: there a `Written` waits, before its transaction, for a barrier
+//! that started after it arrived ([`DataOrder::cover`]). `Written`s that
+//! arrive while a barrier runs share the next one, so a busy shard runs
+//! one barrier at a time, not one per file.
+//!
 //! Without a barrier installed (tests of the shard alone) commits go on as
 //! before.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use crate::fail::OpError;
@@ -60,6 +69,10 @@ pub(crate) struct DataOrder {
     gate: RwLock<()>,
     /// When the last barrier started.
     last_barrier: Mutex<Option<Instant>>,
+    /// Whether a barrier of [`DataOrder::cover`] is running...
+    covering: Mutex<bool>,
+    /// ...and its end, for the `Written`s that wait for it.
+    covered_now: Condvar,
 }
 
 /// Periodic durable commits that need a barrier are at most this often:
@@ -130,12 +143,43 @@ impl DataOrder {
         }
     }
 
-    /// Runs the barrier now (a shard whose every commit is durable calls
-    /// this before committing a `Written`).
-    pub fn barrier_now(&self) {
-        if let Some(hook) = self.hook() {
-            run(hook.as_ref());
+    /// Returns once a barrier that started after `receipt` was taken has
+    /// run, so the data its `Written` covers is durable: a shard whose
+    /// every commit is durable at once calls this before the `Written`'s
+    /// transaction. One barrier runs at a time; the `Written`s that arrive
+    /// meanwhile wait for it to end and share the next one.
+    pub fn cover(&self, receipt: &Receipt<'_>) {
+        let Some(hook) = self.hook() else {
+            return;
+        };
+        let mut running = match self.covering.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        loop {
+            if self.covered.load(Ordering::Acquire) >= receipt.number {
+                return;
+            }
+            if !*running {
+                break;
+            }
+            running = match self.covered_now.wait(running) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
         }
+        *running = true;
+        drop(running);
+        // Every receipt taken so far: their clients had their data
+        // acknowledged before sending the `Written`.
+        let upto = self.received.load(Ordering::Acquire);
+        run(hook.as_ref());
+        self.covered.fetch_max(upto, Ordering::AcqRel);
+        match self.covering.lock() {
+            Ok(mut g) => *g = false,
+            Err(p) => *p.into_inner() = false,
+        }
+        self.covered_now.notify_all();
     }
 
     /// Makes every commit so far durable after the data they cover.
@@ -336,6 +380,83 @@ mod tests {
             *log.0.lock().unwrap(),
             vec!["abort", "barrier", "commit", "abort", "abort", "barrier", "commit"]
         );
+    }
+
+    /// Counts barriers; the first one waits until it is let go.
+    struct Held {
+        count: Mutex<u32>,
+        entered: std::sync::mpsc::SyncSender<()>,
+        go: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl DataBarrier for Held {
+        fn barrier(&self) -> Result<(), BarrierFailed> {
+            let first = {
+                let mut n = self.count.lock().unwrap();
+                *n += 1;
+                *n == 1
+            };
+            if first {
+                self.entered.send(()).unwrap();
+                self.go.lock().unwrap().recv().unwrap();
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_written_is_covered_by_a_barrier_that_started_after_it() {
+        let order = DataOrder::default();
+        let log = Arc::new(Log::default());
+        order.set_hook(log.clone());
+        let first = order.receive();
+        order.cover(&first);
+        assert_eq!(log.0.lock().unwrap().len(), 1);
+        // Covered already: no second barrier for it.
+        order.cover(&first);
+        assert_eq!(log.0.lock().unwrap().len(), 1);
+        // A later arrival is not covered by the barrier before it.
+        let second = order.receive();
+        order.cover(&second);
+        assert_eq!(log.0.lock().unwrap().len(), 2);
+        // And a durable commit over both needs no barrier of its own.
+        first.publish();
+        second.publish();
+        drop((first, second));
+        log.0.lock().unwrap().clear();
+        order.durable_commit(commit_logged(&log), true).unwrap();
+        assert_eq!(*log.0.lock().unwrap(), vec!["commit"]);
+    }
+
+    #[test]
+    fn writtens_that_arrive_during_a_barrier_share_the_next_one() {
+        let order = DataOrder::default();
+        let (entered_tx, entered) = std::sync::mpsc::sync_channel(1);
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let held = Arc::new(Held {
+            count: Mutex::new(0),
+            entered: entered_tx,
+            go: Mutex::new(go_rx),
+        });
+        order.set_hook(held.clone());
+        let later = std::cell::OnceCell::new();
+        std::thread::scope(|s| {
+            let first = s.spawn(|| order.cover(&order.receive()));
+            entered
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the first barrier started");
+            // Three more arrive while the first barrier runs: it started
+            // before them, so it covers none of them.
+            let later: &Vec<Receipt<'_>> =
+                later.get_or_init(|| (0..3).map(|_| order.receive()).collect());
+            let waiters: Vec<_> = later.iter().map(|r| s.spawn(|| order.cover(r))).collect();
+            go.send(()).unwrap();
+            first.join().unwrap();
+            for w in waiters {
+                w.join().unwrap();
+            }
+        });
+        assert_eq!(*held.count.lock().unwrap(), 2, "one barrier for the three");
     }
 
     #[test]

@@ -930,12 +930,17 @@ impl MetaServer {
                 };
                 // Data before size (see `ordered`).
                 let order = self.flusher.order();
-                // On the caller's own thread a held-back `Written` escapes
-                // to the blocking pool rather than wait (see `ordered`).
+                // A shard whose commits are durable as they are made waits
+                // for a barrier first: a replicated shard's entry is
+                // durable on the replicas before it is applied.
+                let durable_now = self.spec.durable || self.replica().is_some();
+                // On the caller's own thread a `Written` that would wait
+                // (held back, or for a barrier) escapes to the blocking
+                // pool instead (see `ordered`).
                 let receipt = if local_only() {
                     match order.try_receive() {
-                        Some(r) => r,
-                        None => {
+                        Some(r) if !durable_now => r,
+                        _ => {
                             let e = Err(OpError::Locked { txid: 0 });
                             note_escape(&e);
                             return e;
@@ -944,8 +949,8 @@ impl MetaServer {
                 } else {
                     order.receive()
                 };
-                if self.spec.durable {
-                    order.barrier_now();
+                if durable_now {
+                    order.cover(&receipt);
                 }
                 let attr = self.write(|s| {
                     let a = ops::written::written(s, ctx, ino, end, mtime, allocated)?;

@@ -792,3 +792,59 @@ async fn concurrent_creates_on_a_leader_get_distinct_inodes() {
         assert_eq!(r.records(i), r.records(l), "replica {i} differs");
     }
 }
+
+/// A data barrier that notes the leader's records as it starts.
+struct Seen {
+    db: Arc<redb::Database>,
+    at_barrier: std::sync::Mutex<Vec<BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)>>>,
+}
+
+impl crate::DataBarrier for Seen {
+    fn barrier(&self) -> Result<(), crate::BarrierFailed> {
+        let txn = self.db.begin_read().unwrap();
+        let mut records = BTreeSet::new();
+        snapshot::for_each_record(&txn, |c| {
+            records.insert((format!("{:?}", c.table), c.key, c.value));
+            Ok(())
+        })
+        .unwrap();
+        self.at_barrier.lock().unwrap().push(records);
+        Ok(())
+    }
+}
+
+/// Data before size on a replicated shard: its entries are durable on the
+/// replicas once appended, so a `Written` must not become one before a
+/// barrier has made the data it covers durable on the NSDs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_written_waits_for_the_data_barrier_before_its_entry() {
+    let r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    let f = r.fx(l).file(ROOT_INO, "f");
+    let seen = Arc::new(Seen {
+        db: r.fx(l).srv.db.clone(),
+        at_barrier: std::sync::Mutex::new(Vec::new()),
+    });
+    r.fx(l).srv.set_data_barrier(seen.clone());
+    let before = r.records(l);
+    let a = r.fx(l).attr(MetaRequest::Written {
+        ino: f.ino,
+        end: 5000,
+        mtime: weft_proto::types::Timespec { secs: 7, nanos: 0 },
+        allocated: 8192,
+        client: 1,
+    });
+    assert_eq!(a.size, 5000);
+    let at = seen.at_barrier.lock().unwrap().clone();
+    assert_eq!(at.len(), 1, "one barrier for the one Written");
+    assert!(
+        at[0] == before,
+        "the Written's change was applied before the barrier started"
+    );
+    for i in (0..3).filter(|&i| i != l) {
+        r.caught_up(i, l).await;
+    }
+    // The new size reached every replica.
+    assert_ne!(r.records(l), before);
+    r.stop().await;
+}
