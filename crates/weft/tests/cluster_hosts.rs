@@ -82,6 +82,16 @@ impl Cluster {
     }
 }
 
+impl Drop for Cluster {
+    /// A failed run shows the end of every node's log before the
+    /// directory holding them goes.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            netns::show_logs(self.root.path());
+        }
+    }
+}
+
 fn row<'a>(list: &'a str, name: &str) -> Option<&'a str> {
     list.lines()
         .find(|l| l.split_whitespace().nth(1) == Some(name))

@@ -489,41 +489,8 @@ impl Drop for Cluster {
     /// On failure, the end of every node's log (the temporary directory
     /// goes away with the test).
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            return;
-        }
-        let Ok(dir) = std::fs::read_dir(self.root.path()) else {
-            return;
-        };
-        let mut logs: Vec<PathBuf> = dir
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "log"))
-            .collect();
-        logs.sort();
-        for log in logs {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            // A panic in a node, wherever it is in the log.
-            for (i, l) in lines.iter().enumerate() {
-                if l.contains("panicked at") {
-                    eprintln!(
-                        "==== {} line {}: {}",
-                        log.display(),
-                        i + 1,
-                        lines[i..]
-                            .iter()
-                            .take(4)
-                            .copied()
-                            .collect::<Vec<_>>()
-                            .join(" | ")
-                    );
-                }
-            }
-            eprintln!("==== {} (last 30 lines)", log.display());
-            for l in &lines[lines.len().saturating_sub(30)..] {
-                eprintln!("{l}");
-            }
+        if std::thread::panicking() {
+            netns::show_logs(self.root.path());
         }
     }
 }
