@@ -1,5 +1,7 @@
-//! Reaching a metadata shard. A shard with one copy is served by its node.
-//! A replicated shard is served by whichever replica leads its Raft group:
+//! Reaching a metadata shard. A shard with one copy is served by its node;
+//! a node that answers it does not serve the shard yet (opening it, or
+//! reopening it as a Raft group) is asked again, a node that cannot be
+//! reached fails the request. A replicated shard is served by whichever replica leads its Raft group:
 //! the others refuse with `NotServing`, and a leader that dies stops
 //! answering. [`call_shard`] sends a request to the replica that last
 //! answered (the first replica at first) and, on a refusal or a lost
@@ -156,7 +158,12 @@ pub async fn call_shard(
                 };
             }
             Err(e) => {
-                let retry = s.replicated() && started.elapsed() < FAILOVER_WAIT;
+                // A shard with one copy is asked again only when its node
+                // answers that it does not serve it yet (it is opening the
+                // shard, or reopening it as a Raft group, `weft fs set
+                // -m`): a node that is down fails the request at once.
+                let retry = started.elapsed() < FAILOVER_WAIT
+                    && (s.replicated() || matches!(e, NetError::Remote(_)));
                 match elsewhere(&e) {
                     Some(maybe_done) if retry => {
                         unsure |= maybe_done;

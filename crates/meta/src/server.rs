@@ -498,10 +498,16 @@ impl MetaServer {
     /// Refuses requests unless this shard has one copy or this replica
     /// leads it and has caught up.
     pub(crate) fn ready(&self) -> Result<(), OpError> {
-        match self.replica() {
+        let r = match self.replica() {
             Some(group) => group.ready(self),
             None => Ok(()),
+        };
+        // A take-over waits for the group: on the caller's own thread it
+        // escapes to the blocking pool rather than answer the client.
+        if local_only() {
+            note_escape(&r);
         }
+        r
     }
 
     /// Installs the node's token table.
