@@ -37,6 +37,13 @@
 //!   first leader proposes its whole new shard (root directory, counters,
 //!   and the `seeded` mark) as the first entry before it serves, so every
 //!   replica starts from the same records.
+//! - **Growing from one copy** (`weft fs set -m 2|3` on a file system made
+//!   with `-m 1`). The shard's node forms the group alone over the records
+//!   it holds ([`ShardGroup::form_alone`]: they count as seeded and the
+//!   `grown` mark is set, so no entry carries them). Before the first
+//!   member joins, the leader writes a snapshot and drops the log before it
+//!   ([`ShardGroup::snapshot_for_joiners`]), so a joining member is sent
+//!   the snapshot, with every record, rather than a log that lacks them.
 //! - **Witness.** Raft needs a majority, so a group of two replicas stops
 //!   when one is lost. A shard with two replicas therefore has a third
 //!   member, a witness: it votes and keeps the log, but applies no records
@@ -75,8 +82,8 @@ use weft_raft::RaftTransport;
 
 use crate::error::MetaError;
 use crate::fail::OpError;
-use crate::schema::key::SEEDED;
-use crate::server::MetaServer;
+use crate::schema::key::{GROWN, SEEDED};
+use crate::server::{MetaServer, LEARNER_WAIT};
 use crate::txn::Change;
 
 /// One log entry of a shard: the values its transaction left.
@@ -298,6 +305,71 @@ impl ShardGroup {
             .map(|(id, addr)| (*id, BasicNode::new(addr)))
             .collect();
         self.raft.initialize(nodes).await.map_err(failed)
+    }
+
+    /// Forms the group of this member alone over the records its shard
+    /// already holds (a shard with one copy gaining replicas). The records
+    /// count as seeded (no first entry carries them, so a shard of any size
+    /// costs no large entry) and the `grown` mark makes the leader send
+    /// members that join a snapshot ([`Self::snapshot_for_joiners`]).
+    pub async fn form_alone(&self, server: &MetaServer, addr: &str) -> Result<(), MetaError> {
+        let txn = server.db.begin_write().map_err(failed)?;
+        {
+            let mut meta = txn.open_table(crate::schema::META).map_err(failed)?;
+            meta.insert(SEEDED, 1u64).map_err(failed)?;
+            meta.insert(GROWN, 1u64).map_err(failed)?;
+        }
+        txn.commit().map_err(failed)?;
+        self.initialize(&[(self.id, addr.to_owned())]).await
+    }
+
+    /// Before a member joins a group formed alone over a shard's records
+    /// ([`Self::form_alone`]), whose log does not carry them: writes a
+    /// snapshot of every record and drops the log up to it, so the member
+    /// is sent the snapshot. Nothing to do for a group formed new, or once
+    /// some log was dropped.
+    pub(crate) fn snapshot_for_joiners(&self, server: &MetaServer) -> Result<(), OpError> {
+        let grown = {
+            let txn = server.db.begin_read()?;
+            let meta = txn.open_table(crate::schema::META)?;
+            meta.get(GROWN)?.is_some()
+        };
+        let m = self.raft.metrics().borrow().clone();
+        if !grown || m.purged.is_some() {
+            return Ok(());
+        }
+        let applied = m.last_applied.map(|l| l.index);
+        let deadline = std::time::Instant::now() + LEARNER_WAIT;
+        let failed = |what: String| OpError::Replication { reason: what };
+        if m.snapshot.map(|s| s.index) < applied || m.snapshot.is_none() {
+            block(&self.rt, self.raft.trigger().snapshot())
+                .map_err(|e| failed(format!("writing a snapshot of the shard: {e}")))?;
+        }
+        let upto = loop {
+            let m = self.raft.metrics().borrow().clone();
+            match m.snapshot {
+                Some(s) if Some(s.index) >= applied => break s.index,
+                _ if std::time::Instant::now() >= deadline => {
+                    return Err(failed(format!(
+                        "no snapshot of the shard within {LEARNER_WAIT:?}; try again"
+                    )))
+                }
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        block(&self.rt, self.raft.trigger().purge_log(upto))
+            .map_err(|e| failed(format!("dropping the log before the snapshot: {e}")))?;
+        loop {
+            if self.raft.metrics().borrow().purged.is_some() {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(failed(format!(
+                    "the log before the snapshot was not dropped within {LEARNER_WAIT:?}; try again"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The first leader of a new group proposes its whole shard first.

@@ -44,10 +44,14 @@ pub(crate) mod key {
     pub(crate) const NEXT_GEN: &str = "next_gen";
     /// Inode records held, orphans included.
     pub(crate) const INODES_USED: &str = "inodes_used";
-    /// Bytes of file data held inside inode records.
     /// Set (to 1) by the first entry of a replicated shard's Raft group,
     /// which carries the records of its leader's new shard (see `replica`).
     pub(crate) const SEEDED: &str = "seeded";
+    /// Set (to 1) when a shard with one copy formed its Raft group alone
+    /// over the records it held (`weft fs set -m`): its log does not carry
+    /// them, so members that join get them in a snapshot (see `replica`).
+    pub(crate) const GROWN: &str = "grown";
+    /// Bytes of file data held inside inode records.
     pub(crate) const INLINE_BYTES: &str = "inline_bytes";
 }
 

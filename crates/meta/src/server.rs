@@ -49,7 +49,7 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// How long an `AddLearner` waits for the learner to catch up before it
 /// answers `Busy` (well within a request's timeout).
-const LEARNER_WAIT: Duration = Duration::from_secs(20);
+pub(crate) const LEARNER_WAIT: Duration = Duration::from_secs(20);
 
 thread_local! {
     /// Set by [`MetaServer::try_handle_local`]: operations must not leave
@@ -1034,6 +1034,7 @@ impl MetaServer {
             }
             MetaRequest::AddLearner { member, addr } => {
                 let group = self.replica_to_change()?;
+                group.snapshot_for_joiners(self)?;
                 group.add_learner(member, &addr, LEARNER_WAIT)?;
                 Response::Replica(group.info())
             }

@@ -208,6 +208,12 @@ pub struct ShardInfo {
     /// is under way.
     #[serde(default)]
     pub regrade: Option<ShardRegrade>,
+    /// The shard's one copy on `node` is becoming a Raft group (`weft fs
+    /// set -m 2|3` on a file system made with `-m 1`): `node` forms the
+    /// group alone over its records, and the other members join it as
+    /// learners from empty copies; false once they all vote.
+    #[serde(default)]
+    pub growing: bool,
 }
 
 /// One member of a shard's Raft group coming back in another role: a
@@ -237,6 +243,7 @@ impl ShardInfo {
             witness: None,
             moving: None,
             regrade: None,
+            growing: false,
         }
     }
 
@@ -259,10 +266,13 @@ impl ShardInfo {
     }
 
     /// Whether `node` must come to its copy of the shard empty: it joins
-    /// the group (`weft meta move`) or comes back in another role (`weft
-    /// fs set -m`), so what it holds is from an earlier membership.
+    /// the group (`weft meta move`, or a shard with one copy gaining
+    /// replicas) or comes back in another role (`weft fs set -m`), so what
+    /// it holds is from an earlier membership.
     pub fn rejoins(&self, node: NodeId) -> bool {
-        self.moving.is_some_and(|m| m.to == node) || self.regrade.is_some_and(|r| r.node == node)
+        self.moving.is_some_and(|m| m.to == node)
+            || self.regrade.is_some_and(|r| r.node == node)
+            || (self.growing && node != self.node)
     }
 
     /// The nodes holding the shard's records, the first one first.

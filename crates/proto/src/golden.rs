@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 23;
+const TABLE_WIRE_VERSION: u16 = 24;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -627,7 +627,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d0101000100000000010673797374656d02010205060101060701088040",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000000000010673797374656d02010205060101060701088040",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -722,6 +722,17 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 step: crate::msg::MoveStep::Finish,
             })),
             "02020b0366733101030001",
+        ),
+        (
+            "ConfigChange::GrowShard",
+            quorum(QuorumRequest::Change(ConfigChange::GrowShard {
+                fs: "fs1".into(),
+                shard: 1,
+                replicas: vec![2],
+                witness: Some(3),
+                step: crate::msg::MoveStep::Begin,
+            })),
+            "02020d03667331010102010300",
         ),
         (
             "ConfigChange::SetMetaReplicas",
@@ -896,7 +907,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         (
             "Response::Config",
             response(Response::Config(Box::new(cluster_config()))),
-            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d0101000100000000010673797374656d02010205060101060701088040",
+            "0d012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000000000010673797374656d02010205060101060701088040",
         ),
         (
             "Response::Lock",
@@ -992,7 +1003,7 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
                 seal_nonce: bytes32(0xA0),
                 sealed_secret: bytes32(0xC0),
             }),
-            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d0101000100000000010673797374656d02010205060101060701088040a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
+            "1402012a0663306666656504776566740101066e6f64652d610d31302e302e302e313a373030300101000105046e73643501092f7372762f6e73643502010673797374656d808080800400010107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000000000010673797374656d02010205060101060701088040a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf",
         ),
         ("Response::Epoch", response(Response::Epoch(42)), "152a"),
         (
@@ -1437,6 +1448,7 @@ fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::MoveShard { .. } => "MoveShard",
         ConfigChange::RegradeShard { .. } => "RegradeShard",
         ConfigChange::SetMetaReplicas { .. } => "SetMetaReplicas",
+        ConfigChange::GrowShard { .. } => "GrowShard",
     }
 }
 

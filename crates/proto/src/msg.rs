@@ -644,6 +644,17 @@ pub enum ConfigChange {
     /// `weft fs set -m`, last step: the file system's metadata replica
     /// count, once every shard has that many replicas.
     SetMetaReplicas { fs: String, replicas: u8 },
+    /// `weft fs set -m 2|3` on a shard with one copy: `Begin` makes its
+    /// node form a Raft group alone over its records and names the members
+    /// that join it (`replicas` after the shard's node, and the witness);
+    /// `Finish`, once they all vote, ends the growing.
+    GrowShard {
+        fs: String,
+        shard: ShardId,
+        replicas: Vec<NodeId>,
+        witness: Option<NodeId>,
+        step: MoveStep,
+    },
 }
 
 /// The steps of `weft meta move`: `Begin` names the joining node (its

@@ -105,6 +105,13 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
         ConfigChange::SetMetaReplicas { fs, replicas } => {
             crate::shards::set_meta_replicas(config, fs, *replicas)
         }
+        ConfigChange::GrowShard {
+            fs,
+            shard,
+            replicas,
+            witness,
+            step,
+        } => crate::shards::grow_shard(config, fs, *shard, replicas, *witness, *step),
     }
 }
 

@@ -13,7 +13,9 @@
 //!
 //! `weft fs set -m` changes a member's role the same way
 //! ([`regrade_shard`]: the witness becomes a replica, or a replica the
-//! witness), and records the new count last ([`set_meta_replicas`]).
+//! witness), gives a shard with one copy its first replicas
+//! ([`grow_shard`]: its node forms a group alone, the others join it), and
+//! records the new count last ([`set_meta_replicas`]).
 //!
 //! Every step is idempotent, so a command that stopped half way is run
 //! again.
@@ -69,9 +71,9 @@ pub fn move_shard(
                     r.node
                 )));
             }
-            if !s.replicated() {
+            if !s.replicated() || s.growing {
                 return Err(refuse(format!(
-                    "shard {shard} of {fs} has one copy: only a replicated shard (weft fs create -m 2 or 3) moves while it serves"
+                    "shard {shard} of {fs} has one copy: only a replicated shard moves while it serves (`weft fs set {fs} -m 2` gives it replicas)"
                 )));
             }
             if !s.members().contains(&from) {
@@ -178,9 +180,9 @@ pub fn regrade_shard(
                     m.from, m.to
                 )));
             }
-            if !s.replicated() {
+            if !s.replicated() || s.growing {
                 return Err(refuse(format!(
-                    "shard {shard} of {fs} has one copy: its replicas can change only once it has two or three"
+                    "shard {shard} of {fs} has one copy (or is gaining its first replicas): its replicas can change only once it has two or three"
                 )));
             }
             if node == s.node {
@@ -228,6 +230,99 @@ pub fn regrade_shard(
     }
 }
 
+/// Applies one step of shard `shard` of `fs`, which has one copy, gaining
+/// the members `replicas` (after its own node) and `witness`: `Begin`
+/// makes its node form a Raft group alone over its records and the others
+/// open empty copies to join it as learners; `Finish`, once the group's
+/// voters count them all, ends the growing.
+pub fn grow_shard(
+    config: &mut ClusterConfig,
+    fs: &str,
+    shard: ShardId,
+    replicas: &[NodeId],
+    witness: Option<NodeId>,
+    step: MoveStep,
+) -> Result<(), QuorumError> {
+    let nodes = config.nodes.clone();
+    let name = config_names(&nodes);
+    let s = shard_mut(config, fs, shard)?;
+    let mut wanted = vec![s.node];
+    wanted.extend_from_slice(replicas);
+    let same = s.replicas == wanted && s.witness == witness;
+    match step {
+        MoveStep::Begin => {
+            if s.growing && same {
+                return Ok(());
+            }
+            if s.growing || s.replicated() {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} already has a Raft group ({}): `weft fs set {fs} -m` changes its replicas",
+                    members_named(s, &name)
+                )));
+            }
+            if let Some(m) = s.moving {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is moving from node {} to node {}: finish that move first",
+                    m.from, m.to
+                )));
+            }
+            if replicas.is_empty() || replicas.len() > 2 {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} gains one or two replicas, not {}",
+                    replicas.len()
+                )));
+            }
+            if replicas.len() == 2 && witness.is_some() {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs}: a shard with three replicas has no witness"
+                )));
+            }
+            let mut seen = vec![s.node];
+            for n in replicas.iter().chain(witness.iter()) {
+                match nodes.iter().find(|i| i.id == *n) {
+                    None => return Err(refuse(format!("node {n} is not in the cluster"))),
+                    Some(i) if !i.roles.meta => {
+                        return Err(refuse(format!(
+                            "{} does not have the meta role: start it with --roles meta (or pick a meta node)",
+                            i.name
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                if seen.contains(n) {
+                    return Err(refuse(format!(
+                        "{} is named twice among shard {shard} of {fs}'s members: each member is another node",
+                        name(*n)
+                    )));
+                }
+                seen.push(*n);
+            }
+            s.replicas = wanted;
+            s.witness = witness;
+            s.growing = true;
+            Ok(())
+        }
+        MoveStep::Finish => {
+            if !s.growing && same {
+                return Ok(());
+            }
+            if !s.growing || !same {
+                return Err(refuse(format!(
+                    "shard {shard} of {fs} is not gaining the members {}",
+                    replicas
+                        .iter()
+                        .chain(witness.iter())
+                        .map(|n| name(*n))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            s.growing = false;
+            Ok(())
+        }
+    }
+}
+
 /// `weft fs set -m`, last step: records `replicas` as the metadata replica
 /// count of `fs` once every shard has that many and none is changing.
 pub fn set_meta_replicas(
@@ -248,7 +343,10 @@ pub fn set_meta_replicas(
         .shards
         .iter()
         .filter(|s| {
-            s.holders().len() != usize::from(replicas) || s.regrade.is_some() || s.moving.is_some()
+            s.holders().len() != usize::from(replicas)
+                || s.regrade.is_some()
+                || s.moving.is_some()
+                || s.growing
         })
         .map(|s| s.id.to_string())
         .collect();
@@ -307,6 +405,7 @@ mod tests {
             witness: Some(3),
             moving: None,
             regrade: None,
+            growing: false,
         };
         ClusterConfig {
             format_version: FORMAT_VERSION,
@@ -496,5 +595,61 @@ mod tests {
             c.filesystems[0].shards[1..],
             before.filesystems[0].shards[1..]
         );
+    }
+
+    fn grow(
+        c: &mut ClusterConfig,
+        shard: ShardId,
+        replicas: &[NodeId],
+        witness: Option<NodeId>,
+        s: MoveStep,
+    ) -> Result<(), String> {
+        grow_shard(c, "fs1", shard, replicas, witness, s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_shard_with_one_copy_gains_replicas_in_two_steps() {
+        let mut c = config();
+        grow(&mut c, 2, &[2], Some(3), MoveStep::Begin).unwrap();
+        let s = &c.filesystems[0].shards[2];
+        assert_eq!((s.replicas.clone(), s.witness), (vec![1, 2], Some(3)));
+        assert!(s.growing && s.replicated());
+        // The joining members start empty; the shard's own node keeps its copy.
+        assert!(s.rejoins(2) && s.rejoins(3) && !s.rejoins(1));
+        assert!(s.witnessed_by(3) && !s.witnessed_by(2));
+        // Begun twice: nothing more; other changes of it wait.
+        grow(&mut c, 2, &[2], Some(3), MoveStep::Begin).unwrap();
+        assert!(step(&mut c, 2, 2, 4, MoveStep::Begin)
+            .unwrap_err()
+            .contains("has one copy"));
+        assert!(set_meta_replicas(&mut c, "fs1", 2)
+            .unwrap_err()
+            .to_string()
+            .contains("shards 2 of fs1"));
+        grow(&mut c, 2, &[2], Some(3), MoveStep::Finish).unwrap();
+        let s = &c.filesystems[0].shards[2];
+        assert!(!s.growing && !s.rejoins(2));
+        // Finished twice: nothing more.
+        grow(&mut c, 2, &[2], Some(3), MoveStep::Finish).unwrap();
+        set_meta_replicas(&mut c, "fs1", 2).unwrap();
+    }
+
+    #[test]
+    fn growing_that_makes_no_sense_is_refused_by_name() {
+        let mut c = config();
+        let e = |c: &mut ClusterConfig, shard, r: &[NodeId], w| {
+            grow(c, shard, r, w, MoveStep::Begin).unwrap_err()
+        };
+        assert!(e(&mut c, 0, &[4], None).contains("already has a Raft group (n1, n2, n3)"));
+        assert!(e(&mut c, 2, &[5], None).contains("n5 does not have the meta role"));
+        assert!(e(&mut c, 2, &[9], None).contains("node 9 is not in the cluster"));
+        assert!(e(&mut c, 2, &[1], None).contains("n1 is named twice"));
+        assert!(e(&mut c, 2, &[2], Some(2)).contains("n2 is named twice"));
+        assert!(e(&mut c, 2, &[2, 3], Some(4)).contains("three replicas has no witness"));
+        assert!(e(&mut c, 2, &[], None).contains("one or two replicas"));
+        assert!(grow(&mut c, 2, &[2], None, MoveStep::Finish)
+            .unwrap_err()
+            .contains("is not gaining the members n2"));
+        assert_eq!(c.filesystems[0].shards[2], ShardInfo::single(2, 1));
     }
 }

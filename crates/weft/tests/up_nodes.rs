@@ -4,7 +4,9 @@
 //! the files again. With `-m 2`, every shard has two replicas and a witness
 //! over the three nodes, and killing a node that leads shards leaves every
 //! file and directory reachable, and creates going on. `weft fs set -m 3`
-//! then `-m 2` change every shard's replicas while a writer creates files.
+//! then `-m 2` change every shard's replicas while a writer creates files;
+//! `-m 2` on a file system made with one copy per shard gives each shard a
+//! Raft group the same way, and a node leading one may then die.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -261,26 +263,11 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
     let out = weft(&data, &["fs", "set", "fs0", "-m", "4"]);
     assert!(out.contains("1 to 3 metadata replicas"), "{out}");
     // A writer keeps creating files while every shard gains a replica.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let (stop, mnt) = (stop.clone(), mnt.clone());
-        std::thread::spawn(move || {
-            let mut n = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                std::fs::write(mnt.join(format!("d{}/w{n}", n % 6)), format!("w{n}")).unwrap();
-                n += 1;
-            }
-            n
-        })
-    };
-    let out = weft(&data, &["fs", "set", "fs0", "-m", "3"]);
+    let (out, written) = while_writing(&mnt, || weft(&data, &["fs", "set", "fs0", "-m", "3"]));
     assert!(
         out.contains("fs0 now keeps 3 metadata replicas (3 shard(s) changed)"),
         "{out}"
     );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let written = writer.join().unwrap();
-    assert!(written > 0);
     let mut list = String::new();
     wait(
         "every shard led by one of three replicas",
@@ -311,15 +298,61 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
     assert_eq!(list.matches("(witness)").count(), 3, "{list}");
     // A node dies; every file, old and new, reads back and creates go on.
     kill_node(&data, 3);
+    wait_led_without(&data, "fs0", 3);
+    for d in 0..6 {
+        for f in 0..5 {
+            let p = mnt.join(format!("d{d}/f{f}"));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
+        }
+        std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
+    }
+    check_writer_files(&mnt, written);
+}
+
+/// Runs `change` while a writer creates small files `d{n % 6}/w{n}` under
+/// `mnt` (directories `d0`..`d5` must exist); answers what `change`
+/// answered and how many files were written, at least one.
+fn while_writing(mnt: &Path, change: impl FnOnce() -> String) -> (String, usize) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, mnt) = (stop.clone(), mnt.to_owned());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::fs::write(mnt.join(format!("d{}/w{n}", n % 6)), format!("w{n}")).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let out = change();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 0, "the writer wrote nothing: {out}");
+    (out, written)
+}
+
+/// Every file [`while_writing`] wrote reads back.
+fn check_writer_files(mnt: &Path, written: usize) {
+    for n in 0..written {
+        let p = mnt.join(format!("d{}/w{n}", n % 6));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("w{n}"));
+    }
+}
+
+/// Waits until every shard of `fs` is led (or serves degraded) by a node
+/// other than node `dead`; fails after 60 s with the end of every log.
+fn wait_led_without(data: &Path, fs: &str, dead: u32) {
     let t = Instant::now();
     loop {
-        list = weft(&data, &["meta", "list", "fs0"]);
-        if served(&list) + list.matches(" degraded ").count() == 3
+        let list = weft(data, &["meta", "list", fs]);
+        let served = list.lines().filter(|l| l.contains(" serving ")).count();
+        if served + list.matches(" degraded ").count() == 3
             && !list
                 .lines()
-                .any(|r| r.split_whitespace().nth(2) == Some("node3"))
+                .any(|r| r.split_whitespace().nth(2) == Some(&format!("node{dead}")))
         {
-            break;
+            return;
         }
         if t.elapsed() > Duration::from_secs(60) {
             let logs: Vec<String> = (1..=3)
@@ -331,23 +364,151 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
                 })
                 .collect();
             panic!(
-                "no live node leads every shard 60 s after node3 died:\n{list}\n{}",
+                "no live node leads every shard of {fs} 60 s after node{dead} died:\n{list}\n{}",
                 logs.join("\n")
             );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Unmounts a mount of the test with `fusermount3 -u`, also when it fails.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if mounted(&self.0) {
+            let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
+        }
+    }
+}
+
+/// `weft fs set -m 2` on a file system made with one copy per shard (over
+/// three meta nodes): each shard's node forms a Raft group over its records
+/// and the other nodes join it, while a writer creates files and a file
+/// stays open; then the node leading a grown shard dies and every file is
+/// still there.
+#[test]
+fn three_local_nodes_give_one_copy_metadata_replicas_while_serving() {
+    use std::io::Write;
+    let td = tempfile::tempdir().unwrap();
+    let root = td.path();
+    let data = root.join("data");
+    let mnt0 = root.join("mnt");
+    std::fs::create_dir_all(&mnt0).unwrap();
+    let port = 20000 + ((std::process::id() + 19) % 20000) as u16;
+    // Every node runs the meta role; fs1 is made with one copy per shard.
+    let _up = up_with(root, port, &["-m", "2"]);
+    wait("the mount", Duration::from_secs(90), || mounted(&mnt0));
+    // An NSD on each node, so fs1's shards go one to each node, and two
+    // copies of every block, so its data outlives a node.
+    let mut text = String::new();
+    for k in 1..=3 {
+        let disk = root.join(format!("extra{k}"));
+        std::fs::create_dir_all(&disk).unwrap();
+        text.push_str(&format!(
+            "%nsd: nsd=extra{k} device={} servers=node{k} usage=dataAndMetadata failureGroup={k} pool=system\n",
+            disk.display()
+        ));
+    }
+    let stanza = root.join("extra.stanza");
+    std::fs::write(&stanza, text).unwrap();
+    let out = weft(&data, &["nsd", "create", "-F", stanza.to_str().unwrap()]);
+    assert!(!out.contains("error"), "{out}");
+    let out = weft(
+        &data,
+        &[
+            "fs",
+            "create",
+            "fs1",
+            "-F",
+            stanza.to_str().unwrap(),
+            "-m",
+            "1",
+            "-M",
+            "3",
+            "-r",
+            "2",
+            "--meta-shards",
+            "3",
+            "-B",
+            "256K",
+        ],
+    );
+    assert!(!out.contains("error"), "{out}");
+    let mnt = root.join("mnt1");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let _m = Mounted(mnt.clone());
+    wait("fs1 mounted", Duration::from_secs(60), || {
+        mounted(&mnt) || {
+            weft(&data, &["mount", "fs1", mnt.to_str().unwrap()]);
+            mounted(&mnt)
+        }
+    });
+    let served = |list: &str| list.lines().filter(|l| l.contains(" serving ")).count();
+    let mut list = weft(&data, &["meta", "list", "fs1"]);
+    assert!(!list.contains("(witness)"), "{list}");
+    for k in 1..=3 {
+        assert!(
+            list.contains(&format!(" node{k} ")),
+            "a shard on each node:\n{list}"
+        );
+    }
+    let big = |d: usize| vec![d as u8 + 1; 100 * 1024];
+    for d in 0..6 {
+        std::fs::create_dir(mnt.join(format!("d{d}"))).unwrap();
+        for f in 0..5 {
+            std::fs::write(mnt.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
+        }
+        std::fs::write(mnt.join(format!("d{d}/big")), big(d)).unwrap();
+    }
+    // Open across the change: written before and after it.
+    let mut open = std::fs::File::create(mnt.join("d0/open")).unwrap();
+    open.write_all(b"before ").unwrap();
+    let (out, written) = while_writing(&mnt, || weft(&data, &["fs", "set", "fs1", "-m", "2"]));
+    assert!(
+        out.contains("fs1 now keeps 2 metadata replicas (3 shard(s) changed)"),
+        "{out}"
+    );
+    open.write_all(b"after").unwrap();
+    drop(open);
+    wait("every grown shard led", Duration::from_secs(60), || {
+        list = weft(&data, &["meta", "list", "fs1"]);
+        served(&list) == 3
+    });
+    assert_eq!(list.matches("(witness)").count(), 3, "{list}");
+    let show = weft(&data, &["fs", "show", "fs1"]);
+    assert!(
+        show.lines()
+            .any(|l| l.contains("Default number of metadata replicas") && l.contains(" 2 ")),
+        "{show}"
+    );
+    // Run again: nothing left to change.
+    let out = weft(&data, &["fs", "set", "fs1", "-m", "2"]);
+    assert!(out.contains("(0 shard(s) changed)"), "{out}");
+    // A node that formed a group from its copy, and leads it, dies (not
+    // node1, whose daemon serves the mounts).
+    let victim = (2..=3)
+        .find(|k| {
+            list.lines()
+                .any(|l| l.split_whitespace().nth(2) == Some(&format!("node{k}")))
+        })
+        .unwrap_or_else(|| panic!("node2 or node3 leads a shard of fs1:\n{list}"));
+    kill_node(&data, victim);
+    wait_led_without(&data, "fs1", victim);
     for d in 0..6 {
         for f in 0..5 {
             let p = mnt.join(format!("d{d}/f{f}"));
             assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
         }
+        assert!(std::fs::read(mnt.join(format!("d{d}/big"))).unwrap() == big(d));
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
     }
-    for n in 0..written {
-        let p = mnt.join(format!("d{}/w{n}", n % 6));
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("w{n}"));
-    }
+    check_writer_files(&mnt, written);
+    assert_eq!(
+        std::fs::read_to_string(mnt.join("d0/open")).unwrap(),
+        "before after"
+    );
 }
 
 /// The body of `GET path` from `addr`.

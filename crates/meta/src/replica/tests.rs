@@ -47,6 +47,20 @@ struct Replicas {
     lease_ms: u64,
 }
 
+/// Every record of a shard: table, key and value.
+type Records = BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)>;
+
+fn records_of(db: &redb::Database) -> Records {
+    let txn = db.begin_read().unwrap();
+    let mut out = BTreeSet::new();
+    snapshot::for_each_record(&txn, |c| {
+        out.insert((format!("{:?}", c.table), c.key, c.value));
+        Ok(())
+    })
+    .unwrap();
+    out
+}
+
 pub(super) fn addr(i: usize) -> String {
     format!("r{}", i + 1)
 }
@@ -163,15 +177,8 @@ impl Replicas {
     }
 
     /// Every record of replica `i`'s shard.
-    fn records(&self, i: usize) -> BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)> {
-        let txn = self.fx(i).srv.db.begin_read().unwrap();
-        let mut out = BTreeSet::new();
-        snapshot::for_each_record(&txn, |c| {
-            out.insert((format!("{:?}", c.table), c.key, c.value));
-            Ok(())
-        })
-        .unwrap();
-        out
+    fn records(&self, i: usize) -> Records {
+        records_of(&self.fx(i).srv.db)
     }
 
     async fn stop(mut self) {
@@ -796,19 +803,12 @@ async fn concurrent_creates_on_a_leader_get_distinct_inodes() {
 /// A data barrier that notes the leader's records as it starts.
 struct Seen {
     db: Arc<redb::Database>,
-    at_barrier: std::sync::Mutex<Vec<BTreeSet<(String, Vec<u8>, Option<Vec<u8>>)>>>,
+    at_barrier: std::sync::Mutex<Vec<Records>>,
 }
 
 impl crate::DataBarrier for Seen {
     fn barrier(&self) -> Result<(), crate::BarrierFailed> {
-        let txn = self.db.begin_read().unwrap();
-        let mut records = BTreeSet::new();
-        snapshot::for_each_record(&txn, |c| {
-            records.insert((format!("{:?}", c.table), c.key, c.value));
-            Ok(())
-        })
-        .unwrap();
-        self.at_barrier.lock().unwrap().push(records);
+        self.at_barrier.lock().unwrap().push(records_of(&self.db));
         Ok(())
     }
 }
@@ -846,5 +846,66 @@ async fn a_written_waits_for_the_data_barrier_before_its_entry() {
     }
     // The new size reached every replica.
     assert_ne!(r.records(l), before);
+    r.stop().await;
+}
+
+/// `weft fs set -m 2|3` on a shard with one copy: its node forms the group
+/// alone over the records it holds, serves on, and the members that join
+/// later get every record (a snapshot), not only what came after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_with_one_copy_forms_a_group_alone_and_members_join_with_its_records() {
+    let fx = Fx::new();
+    for n in 0..50 {
+        fx.file(ROOT_INO, &format!("old{n}"));
+    }
+    let d = fx.mkdir(ROOT_INO, "d");
+    let mut r = Replicas {
+        net: Arc::new(MemNet::default()),
+        witness: false,
+        fx: vec![Some(fx), None, None],
+        groups: vec![None, None, None],
+        timing: timing(),
+        lease_ms: 0,
+    };
+    let g = ShardGroup::start(&r.fx(0).srv, 1, r.net.link(&addr(0)), r.timing, false)
+        .await
+        .unwrap();
+    r.net.join(&addr(0), serving(&g));
+    g.form_alone(&r.fx(0).srv, &addr(0)).await.unwrap();
+    r.groups[0] = Some(g.clone());
+    assert_eq!(r.leader().await, 0);
+    // It serves alone as before: the old names are there, new ones made.
+    assert_eq!(r.fx(0).names(ROOT_INO).len(), 51);
+    r.fx(0).file(d.ino, "new");
+    r.start_empty(1, false).await;
+    r.start_empty(2, false).await;
+    // Asked of the leader as `weft fs set -m` asks.
+    for i in 1..3 {
+        match r.fx(0).call(MetaRequest::AddLearner {
+            member: i as u64 + 1,
+            addr: addr(i),
+        }) {
+            weft_proto::Response::Replica(_) => {}
+            other => panic!("adding member {}: {other:?}", i + 1),
+        }
+    }
+    g.set_voters(&[1, 2, 3]).unwrap();
+    for i in 1..3 {
+        r.caught_up(i, 0).await;
+        assert_eq!(r.records(i), r.records(0), "member {} differs", i + 1);
+    }
+    // The node that had the one copy dies: another member leads, with
+    // every name, old and new.
+    r.kill(0).await;
+    let l = r.leader().await;
+    let mut names = r.fx(l).names(ROOT_INO);
+    names.sort();
+    let mut want: Vec<String> = (0..50).map(|n| format!("old{n}")).collect();
+    want.push("d".into());
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(r.fx(l).names(d.ino), vec!["new".to_string()]);
+    let a = r.fx(l).file(ROOT_INO, "after");
+    assert!(a.ino > d.ino, "inode numbers go on from the old copy's");
     r.stop().await;
 }

@@ -122,6 +122,7 @@ pub fn place_shards(count: u16, nodes: &[u32], replicas: u8) -> Vec<ShardInfo> {
                 witness: (replicas == 2 && n > 2).then(|| at(k + 2)),
                 moving: None,
                 regrade: None,
+                growing: false,
             }
         })
         .collect()

@@ -70,7 +70,9 @@ pub(super) struct ShardWiring<'a> {
 
 /// Starts this node's member of a replicated shard's Raft group, then
 /// serves the shard (as leader, or refusing with `NotServing` and taking
-/// part in the group). The first replica forms the group once.
+/// part in the group). The first replica forms the group once: with every
+/// member for a new shard, alone over its records for a shard with one
+/// copy gaining replicas (the others join as learners, `weft fs set -m`).
 fn start_replica(
     node: &Arc<Node>,
     m: MetaServer,
@@ -90,6 +92,8 @@ fn start_replica(
         shard: Some((fs.id, shard.id)),
     });
     let first = shard.node == me;
+    let growing = shard.growing;
+    let own_addr = cfg.node(me).map(|n| n.addr.clone()).unwrap_or_default();
     let witness = shard.witnessed_by(me);
     let (fs_id, fs_name, shard_id) = (fs.id, fs.name.clone(), shard.id);
     let node = node.clone();
@@ -110,9 +114,19 @@ fn start_replica(
                 return;
             }
         };
+        if first && growing && !group.is_initialized().await {
+            match group.form_alone(&m, &own_addr).await {
+                Ok(()) => {
+                    info!(fs = %fs_name, shard = shard_id, "formed the shard's Raft group alone over its one copy; the other members join it")
+                }
+                Err(e) => {
+                    warn!(fs = %fs_name, shard = shard_id, error = %e, "cannot form the shard's Raft group over its copy")
+                }
+            }
+        }
         node.add_meta(fs_id, m);
         info!(fs = %fs_name, shard = shard_id, witness, "serving a replica of the metadata shard");
-        if first && !group.is_initialized().await {
+        if first && !growing && !group.is_initialized().await {
             match group.initialize(&members).await {
                 Ok(()) => info!(fs = %fs_name, shard = shard_id, "formed the shard's Raft group"),
                 Err(e) => {
@@ -228,6 +242,11 @@ pub(super) async fn reconcile(
                     m.set_data_barrier((wiring.barrier)(fs.id));
                     m.set_peers((wiring.peers)(fs.id));
                     served.meta.insert(key, role);
+                    if existed && shard.growing && shard.node == me {
+                        // The one copy becomes the group: clients keep
+                        // the files they had open with it.
+                        m.ask_for_opens();
+                    }
                     if role != ShardRole::Single {
                         // Its replica asks for opens when it takes over.
                         start_replica(node, m, me, cfg, fs, shard, wiring);

@@ -19,6 +19,20 @@
 //!    makes it a voter again;
 //! 4. the cluster manager puts it in its new place (`Finish`).
 //!
+//! A shard with one copy (a file system made with `-m 1`) gains its first
+//! replicas another way (`ConfigChange::GrowShard`):
+//!
+//! 1. the cluster manager records the new members (the next meta nodes
+//!    after the shard's node: one replica and a witness for `-m 2`, two
+//!    replicas for `-m 3`) with the shard `growing`; the shard's node
+//!    reopens its copy as a Raft group of one over its records, the new
+//!    members open empty copies;
+//! 2. once the shard's node leads that group, it writes a snapshot of
+//!    every record and drops its log, then makes each new member a learner
+//!    and sends it the snapshot until it has caught up;
+//! 3. it makes them all voters, and the manager ends the growing
+//!    (`Finish`).
+//!
 //! When every shard has `N` replicas the manager records `N` as the file
 //! system's metadata replicas (`ConfigChange::SetMetaReplicas`, shown by
 //! `weft fs show`). Every step may be done twice, so a command that stopped
@@ -65,21 +79,7 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
             fs.max_meta_replicas
         );
     }
-    let single: Vec<String> = fs
-        .shards
-        .iter()
-        .filter(|s| !s.replicated())
-        .map(|s| s.id.to_string())
-        .collect();
-    if !single.is_empty() {
-        bail!(
-            "shards {} of {name} have one copy: a shard with one copy does not gain replicas \
-             in this release (a file system made with -m 1 keeps one copy; make it with \
-             `weft fs create -m 2` or `-m 3` to replicate its metadata)",
-            single.join(", ")
-        );
-    }
-    if want == 1 {
+    if want == 1 && fs.shards.iter().any(|s| s.replicated()) {
         bail!(
             "-m 1: a replicated shard keeps two or three replicas in this release \
              (it does not go back to one copy)"
@@ -92,6 +92,15 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
     };
     let deadline = Instant::now() + timeout;
     let mut changed = 0;
+    if want > 1 {
+        for id in fs.shards.iter().map(|s| s.id) {
+            let (fs, s) = shard_now(cluster, name, id).await?;
+            if s.growing || !s.replicated() {
+                grow(cluster, &fs, &s, want, deadline).await?;
+                changed += 1;
+            }
+        }
+    }
     for id in fs.shards.iter().map(|s| s.id) {
         loop {
             let (fs, s) = shard_now(cluster, name, id).await?;
@@ -127,6 +136,128 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
     .await?;
     cluster.offer_config(&cfg);
     println!("weft: {name} now keeps {want} metadata replicas ({changed} shard(s) changed)");
+    Ok(())
+}
+
+/// The members a shard with one copy on `node` gains for `want` replicas:
+/// the meta nodes after `node` in id order (round the list), one replica
+/// and a witness (when there is a third meta node) for 2, two replicas
+/// for 3.
+fn new_members(
+    cfg: &weft_proto::config::ClusterConfig,
+    node: NodeId,
+    want: u8,
+) -> Result<(Vec<NodeId>, Option<NodeId>)> {
+    let mut meta: Vec<NodeId> = cfg
+        .nodes
+        .iter()
+        .filter(|n| n.roles.meta)
+        .map(|n| n.id)
+        .collect();
+    meta.sort_unstable();
+    let at = meta.iter().position(|n| *n == node).unwrap_or(0);
+    meta.rotate_left(at);
+    let others: Vec<NodeId> = meta.into_iter().filter(|n| *n != node).collect();
+    let replicas = usize::from(want) - 1;
+    if others.len() < replicas {
+        bail!(
+            "-m {want} needs {want} meta nodes, the cluster has {}: add meta nodes \
+             (`weft node add … --roles meta`) first",
+            others.len() + 1
+        );
+    }
+    let witness = (want == 2).then(|| others.get(1).copied()).flatten();
+    Ok((others[..replicas].to_vec(), witness))
+}
+
+/// Shard `s`, with one copy (or growing, left half done by a stopped
+/// command), gains its first replicas (the steps of the module header).
+async fn grow(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    s: &ShardInfo,
+    want: u8,
+    deadline: Instant,
+) -> Result<()> {
+    let cfg = cluster.config();
+    let name_of = |id: NodeId| {
+        cfg.node(id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    };
+    let (replicas, witness) = if s.growing {
+        (s.replicas.iter().skip(1).copied().collect(), s.witness)
+    } else {
+        new_members(&cfg, s.node, want)?
+    };
+    if witness.is_none() && replicas.len() == 1 {
+        println!(
+            "weft: warning: shard {} of {} gets two replicas and no witness (there is no \
+             third meta node): it stops while either replica's node is down",
+            s.id, fs.name
+        );
+    }
+    let joining: Vec<NodeId> = replicas.iter().copied().chain(witness).collect();
+    println!(
+        "weft: shard {} of {}: {} forms its Raft group; {} join it",
+        s.id,
+        fs.name,
+        name_of(s.node),
+        joining
+            .iter()
+            .map(|n| name_of(*n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let step = |step| ConfigChange::GrowShard {
+        fs: fs.name.clone(),
+        shard: s.id,
+        replicas: replicas.clone(),
+        witness,
+        step,
+    };
+    let cfg = change(cluster, step(MoveStep::Begin)).await?;
+    cluster.offer_config(&cfg);
+    // Each member answers as one of the group once its daemon has opened
+    // its copy in its place; the shard's node leads the group of one.
+    for node in std::iter::once(s.node).chain(joining.iter().copied()) {
+        let leads = node == s.node;
+        loop {
+            match replica_info(cluster, fs, s.id, node).await {
+                Ok(r) if leads && r.role == "leader" && r.serving => break,
+                Ok(r) if !leads && r.role != "single" => break,
+                Ok(_) | Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(r) => bail!(
+                    "{} serves shard {} as {} (not yet in its group): is its daemon running \
+                     and following the configuration? run the command again to go on",
+                    name_of(node),
+                    s.id,
+                    r.role
+                ),
+                Err(e) => bail!(
+                    "{} has not opened shard {} in its group ({e}); is its daemon running? \
+                     run the command again to go on",
+                    name_of(node),
+                    s.id
+                ),
+            }
+        }
+    }
+    for node in &joining {
+        catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline).await?;
+    }
+    let members: Vec<NodeId> = std::iter::once(s.node).chain(joining).collect();
+    set_voters(cluster, fs, s.id, &members, deadline).await?;
+    let cfg = change(cluster, step(MoveStep::Finish)).await?;
+    cluster.offer_config(&cfg);
+    println!(
+        "weft: shard {} of {}: {} member(s) vote",
+        s.id,
+        fs.name,
+        members.len()
+    );
     Ok(())
 }
 

@@ -73,7 +73,8 @@ pub struct FsSetArgs {
     replicas: Option<u8>,
     /// Metadata replicas of every shard (2 or 3, at most the `-M` given at
     /// creation): the shards change one after another while they serve,
-    /// and the command waits for them.
+    /// and the command waits for them. A shard with one copy (`-m 1`)
+    /// forms a Raft group over its records, which the next meta nodes join.
     #[arg(short = 'm')]
     meta_replicas: Option<u8>,
     /// With -m: give up (the change is finished by running the command
