@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use weft_client::Cluster;
 use weft_proto::config::{FsInfo, ShardInfo};
-use weft_proto::msg::{ConfigChange, MoveStep};
+use weft_proto::msg::{ConfigChange, MoveStep, ReplicaInfo};
 use weft_proto::types::{NodeId, ShardId};
 
 use super::meta::replica_info;
@@ -161,8 +161,8 @@ fn new_members(
     let replicas = usize::from(want) - 1;
     if others.len() < replicas {
         bail!(
-            "-m {want} needs {want} meta nodes, the cluster has {}: add meta nodes \
-             (`weft node add … --roles meta`) first",
+            "-m {want} needs {want} meta nodes, the cluster has {}: join more nodes \
+             with `weft node join … --roles meta` first",
             others.len() + 1
         );
     }
@@ -222,28 +222,14 @@ async fn grow(
     // its copy in its place; the shard's node leads the group of one.
     for node in std::iter::once(s.node).chain(joining.iter().copied()) {
         let leads = node == s.node;
-        loop {
-            match replica_info(cluster, fs, s.id, node).await {
-                Ok(r) if leads && r.role == "leader" && r.serving => break,
-                Ok(r) if !leads && r.role != "single" => break,
-                Ok(_) | Err(_) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Ok(r) => bail!(
-                    "{} serves shard {} as {} (not yet in its group): is its daemon running \
-                     and following the configuration? run the command again to go on",
-                    name_of(node),
-                    s.id,
-                    r.role
-                ),
-                Err(e) => bail!(
-                    "{} has not opened shard {} in its group ({e}); is its daemon running? \
-                     run the command again to go on",
-                    name_of(node),
-                    s.id
-                ),
-            }
-        }
+        let (what, ok): (&str, &dyn Fn(&ReplicaInfo) -> bool) = if leads {
+            ("the leader of its group", &|r| {
+                r.role == "leader" && r.serving
+            })
+        } else {
+            ("a member of its group", &|r| r.role != "single")
+        };
+        wait_in_role(cluster, fs, s.id, node, &name_of(node), what, ok, deadline).await?;
     }
     for node in &joining {
         catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline).await?;
@@ -259,6 +245,39 @@ async fn grow(
         members.len()
     );
     Ok(())
+}
+
+/// Waits until `node` serves shard `shard` as `what` (`ok` of its answer
+/// to `MetaRequest::Replica`): its daemon follows the configuration and
+/// reopens the shard in its new place.
+#[allow(clippy::too_many_arguments)]
+async fn wait_in_role(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    node: NodeId,
+    node_name: &str,
+    what: &str,
+    ok: &dyn Fn(&ReplicaInfo) -> bool,
+    deadline: Instant,
+) -> Result<()> {
+    loop {
+        match replica_info(cluster, fs, shard, node).await {
+            Ok(r) if ok(&r) => return Ok(()),
+            Ok(_) | Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(r) => bail!(
+                "{node_name} serves shard {shard} as {} (not yet {what}): is its daemon \
+                 running and following the configuration? run the command again to go on",
+                r.role
+            ),
+            Err(e) => bail!(
+                "{node_name} has not opened shard {shard} as {what} ({e}); is its daemon \
+                 running? run the command again to go on"
+            ),
+        }
+    }
 }
 
 /// One member of one shard comes back in the other role (the four steps
@@ -291,25 +310,8 @@ async fn regrade(
     // Until its daemon has reopened the shard, the member of the old role
     // still answers: made a learner, it would look caught up (a witness
     // with the log and none of the records).
-    loop {
-        match replica_info(cluster, fs, s.id, node).await {
-            Ok(r) if (r.role == "witness") == witness => break,
-            Ok(_) | Err(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Ok(r) => bail!(
-                "{node_name} still serves shard {} as {} (not {role}): is its daemon \
-                 running and following the configuration? run the command again to go on",
-                s.id,
-                r.role
-            ),
-            Err(e) => bail!(
-                "{node_name} has not reopened shard {} as {role} ({e}); is its daemon \
-                 running? run the command again to go on",
-                s.id
-            ),
-        }
-    }
+    let ok = |r: &ReplicaInfo| (r.role == "witness") == witness;
+    wait_in_role(cluster, fs, s.id, node, node_name, role, &ok, deadline).await?;
     catch_up(cluster, fs, s.id, node, node_name, deadline).await?;
     set_voters(cluster, fs, s.id, &s.members(), deadline).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
