@@ -1,6 +1,7 @@
 //! The `fuser::Filesystem` implementation: one callback per FUSE operation,
-//! each a few lines that translate arguments, spawn a task on the tokio
-//! runtime that calls the client, and reply from that task.
+//! each a few lines that translate arguments, run the client call (on the
+//! tokio runtime, on the runtime's blocking pool, or on this FUSE thread:
+//! see the crate's header) and reply from it.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -206,7 +207,8 @@ impl WeftFs {
 
     /// Runs one request to its end on this FUSE thread, inside its span:
     /// for requests that only touch metadata, which a local meta role answers
-    /// at memory speed, this saves two thread hand-offs per request.
+    /// at memory speed, and for buffered writes, which copy into the
+    /// write-behind buffers, this saves two thread hand-offs per request.
     fn run_here<F, Fut>(&self, op: Op, f: F)
     where
         F: FnOnce(Arc<Shared>) -> Fut,
@@ -665,7 +667,10 @@ impl Filesystem for WeftFs {
         if direct {
             self.run_blocking(op, serve);
         } else {
-            self.spawn(op, serve);
+            // A spawned task costs two hand-offs and, on a busy machine, a
+            // wait for a worker behind the background block writes
+            // (docs/performance.md, "Buffered writes on the reading thread").
+            self.run_here(op, serve);
         }
     }
 
@@ -713,7 +718,10 @@ impl Filesystem for WeftFs {
         if direct {
             self.run_blocking(op, serve);
         } else {
-            self.spawn(op, serve);
+            // A spawned task costs two hand-offs and, on a busy machine, a
+            // wait for a worker behind the background block writes
+            // (docs/performance.md, "Buffered writes on the reading thread").
+            self.run_here(op, serve);
         }
     }
 

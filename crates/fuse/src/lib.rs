@@ -14,9 +14,13 @@
 //!   client and replies (fuser replies are `Send + 'static`). So a slow
 //!   request never holds up the others, and many are in flight at once.
 //!   The short, frequent ones (`lookup`, `getattr`, `create`, `unlink`,
-//!   `flush`, `release`) run on the reading thread instead, sparing two
-//!   thread hand-offs each; direct reads and writes run to their end on a
-//!   thread of the runtime's blocking pool (a local NSD serves them on it).
+//!   `flush`, `release`) and buffered writes (a copy into the write-behind
+//!   buffers; full blocks go out in background tasks) run on the reading
+//!   thread instead, sparing two thread hand-offs each; a buffered write
+//!   that must wait for write-behind budget holds its reading thread, as a
+//!   writer waits for a full pagepool. Direct reads and writes run to their
+//!   end on a thread of the runtime's blocking pool (a local NSD serves them
+//!   on it).
 //! - **Errors** become errno values in exactly one place (`errno.rs`).
 //! - **Directory listings** are the one piece of state: each `opendir`
 //!   handle holds the entries fetched so far (page by page, by name cursor),
