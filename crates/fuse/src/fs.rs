@@ -667,10 +667,7 @@ impl Filesystem for WeftFs {
         if direct {
             self.run_blocking(op, serve);
         } else {
-            // A spawned task costs two hand-offs and, on a busy machine, a
-            // wait for a worker behind the background block writes
-            // (docs/performance.md, "Buffered writes on the reading thread").
-            self.run_here(op, serve);
+            self.spawn(op, serve);
         }
     }
 
@@ -720,7 +717,7 @@ impl Filesystem for WeftFs {
         } else {
             // A spawned task costs two hand-offs and, on a busy machine, a
             // wait for a worker behind the background block writes
-            // (docs/performance.md, "Buffered writes on the reading thread").
+            // (docs/performance-io500-hard.md).
             self.run_here(op, serve);
         }
     }
