@@ -73,10 +73,20 @@ impl Paths {
 
     /// Creates a file's directory and any missing parent below the root.
     /// Returns the directories created, top first.
+    ///
+    /// The file's own directory is tried first: its parents nearly always
+    /// exist, and a `mkdir` that fails with `EEXIST` still takes the
+    /// parent's lock, which every writer of new files would queue on.
     pub fn create_file_dir(&self, fs: FsId, ino: Ino, gen: u64) -> io::Result<Vec<PathBuf>> {
         let fs_dir = self.fs_dir(fs);
         let hash_dir = fs_dir.join(format!("{:02x}", ino % 256));
         let file_dir = hash_dir.join(file_dir_name(ino, gen));
+        match fs::create_dir(&file_dir) {
+            Ok(()) => return Ok(vec![file_dir]),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         let mut created = Vec::new();
         for dir in [fs_dir, hash_dir, file_dir] {
             match fs::create_dir(&dir) {
@@ -146,6 +156,34 @@ mod tests {
         let tmp = p.tmp(&c, 99);
         let name = tmp.file_name().unwrap().to_str().unwrap();
         assert_eq!(parse_entry(name), Entry::Tmp(12));
+    }
+
+    #[test]
+    fn a_file_directory_creates_only_the_parents_that_are_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Paths::new(tmp.path());
+        std::fs::create_dir(p.root()).unwrap();
+        let fs_dir = p.fs_dir(3);
+        let hash_dir = fs_dir.join("01");
+        // The first file of the file system makes every level.
+        assert_eq!(
+            p.create_file_dir(3, 0x101, 1).unwrap(),
+            vec![fs_dir.clone(), hash_dir.clone(), p.file_dir(3, 0x101, 1)]
+        );
+        // Again: nothing. Another file of the same hash: its own only.
+        assert!(p.create_file_dir(3, 0x101, 1).unwrap().is_empty());
+        assert_eq!(
+            p.create_file_dir(3, 0x201, 1).unwrap(),
+            vec![p.file_dir(3, 0x201, 1)]
+        );
+        // Another hash: that level and the file's.
+        assert_eq!(
+            p.create_file_dir(3, 0x102, 1).unwrap(),
+            vec![fs_dir.join("02"), p.file_dir(3, 0x102, 1)]
+        );
+        // No chunk tree at all is an error, not a tree made from nothing.
+        let gone = Paths::new(&tmp.path().join("absent"));
+        assert!(gone.create_file_dir(3, 0x101, 1).is_err());
     }
 
     #[test]
