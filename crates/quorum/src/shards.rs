@@ -22,7 +22,7 @@
 //!
 //! [`ShardInfo::moving`]: weft_proto::config::ShardInfo::moving
 
-use weft_proto::config::{ClusterConfig, ShardInfo, ShardMove, ShardRegrade};
+use weft_proto::config::{ClusterConfig, NodeInfo, ShardInfo, ShardMove, ShardRegrade};
 use weft_proto::msg::MoveStep;
 use weft_proto::types::{NodeId, ShardId};
 
@@ -31,6 +31,19 @@ use crate::QuorumError;
 fn refuse(reason: impl Into<String>) -> QuorumError {
     QuorumError::Refused {
         reason: reason.into(),
+    }
+}
+
+/// Refuses node `id` (`found`: its entry in the configuration) unless it is
+/// in the cluster and runs the meta role: only such a node holds a shard.
+fn meta_node(id: NodeId, found: Option<&NodeInfo>) -> Result<(), QuorumError> {
+    match found {
+        None => Err(refuse(format!("node {id} is not in the cluster"))),
+        Some(n) if !n.roles.meta => Err(refuse(format!(
+            "{} does not have the meta role: start it with --roles meta (or pick a meta node)",
+            n.name
+        ))),
+        Some(_) => Ok(()),
     }
 }
 
@@ -82,16 +95,7 @@ pub fn move_shard(
                     members_named(s, config_names(&names))
                 )));
             }
-            match target {
-                None => return Err(refuse(format!("node {to} is not in the cluster"))),
-                Some(n) if !n.roles.meta => {
-                    return Err(refuse(format!(
-                        "{} does not have the meta role: start it with --roles meta (or pick a meta node)",
-                        n.name
-                    )))
-                }
-                Some(_) => {}
-            }
+            meta_node(to, target.as_ref())?;
             if s.members().contains(&to) {
                 return Err(refuse(format!(
                     "{to_name} already holds a copy of shard {shard} of {fs}: pick a node that does not"
@@ -279,16 +283,7 @@ pub fn grow_shard(
             }
             let mut seen = vec![s.node];
             for n in replicas.iter().chain(witness.iter()) {
-                match nodes.iter().find(|i| i.id == *n) {
-                    None => return Err(refuse(format!("node {n} is not in the cluster"))),
-                    Some(i) if !i.roles.meta => {
-                        return Err(refuse(format!(
-                            "{} does not have the meta role: start it with --roles meta (or pick a meta node)",
-                            i.name
-                        )))
-                    }
-                    Some(_) => {}
-                }
+                meta_node(*n, nodes.iter().find(|i| i.id == *n))?;
                 if seen.contains(n) {
                     return Err(refuse(format!(
                         "{} is named twice among shard {shard} of {fs}'s members: each member is another node",
