@@ -128,7 +128,7 @@ mod testutil;
 
 pub use error::MetaError;
 pub use ordered::{BarrierFailed, DataBarrier};
-pub use replica::{replica_log_path, ReplicaTiming, ShardGroup, ShardLeadership};
+pub use replica::{replica_log_path, settle_one_copy, ReplicaTiming, ShardGroup, ShardLeadership};
 pub use server::{MetaServer, LOCK_WAIT};
 pub use spec::MetaSpec;
 pub use tokens::Tokens;

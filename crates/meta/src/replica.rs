@@ -60,9 +60,12 @@ mod locks;
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
 mod machine;
+mod one_copy;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+
+pub use one_copy::settle_one_copy;
 
 use std::collections::BTreeMap;
 use std::future::Future;

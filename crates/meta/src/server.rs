@@ -474,6 +474,15 @@ impl MetaServer {
         }
     }
 
+    /// Stops committing through a group: the shard went back to one copy
+    /// (see `replica::one_copy`).
+    pub(crate) fn clear_replica(&self) {
+        match self.replica.write() {
+            Ok(mut g) => *g = None,
+            Err(p) => *p.into_inner() = None,
+        }
+    }
+
     /// This node's replica of the shard, if the shard is replicated.
     pub fn replica(&self) -> Option<Arc<ShardGroup>> {
         match self.replica.read() {

@@ -655,6 +655,15 @@ pub enum ConfigChange {
         witness: Option<NodeId>,
         step: MoveStep,
     },
+    /// `weft fs set -m 1` on a replicated shard whose group's only voter
+    /// is now `keep`: the shard becomes a shard with one copy on `keep`
+    /// (whose daemon serves it without a group), and its other members
+    /// delete their copies.
+    ShrinkShard {
+        fs: String,
+        shard: ShardId,
+        keep: NodeId,
+    },
 }
 
 /// The steps of `weft meta move`: `Begin` names the joining node (its

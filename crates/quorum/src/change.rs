@@ -112,6 +112,9 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             witness,
             step,
         } => crate::shards::grow_shard(config, fs, *shard, replicas, *witness, *step),
+        ConfigChange::ShrinkShard { fs, shard, keep } => {
+            crate::shards::shrink_shard(config, fs, *shard, *keep)
+        }
     }
 }
 

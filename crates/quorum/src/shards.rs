@@ -14,8 +14,10 @@
 //! `weft fs set -m` changes a member's role the same way
 //! ([`regrade_shard`]: the witness becomes a replica, or a replica the
 //! witness), gives a shard with one copy its first replicas
-//! ([`grow_shard`]: its node forms a group alone, the others join it), and
-//! records the new count last ([`set_meta_replicas`]).
+//! ([`grow_shard`]: its node forms a group alone, the others join it),
+//! takes a replicated shard back to one copy on its only voter
+//! ([`shrink_shard`]), and records the new count last
+//! ([`set_meta_replicas`]).
 //!
 //! Every step is idempotent, so a command that stopped half way is run
 //! again.
@@ -316,6 +318,59 @@ pub fn grow_shard(
             Ok(())
         }
     }
+}
+
+/// Shard `shard` of `fs`, replicated, goes back to one copy on `keep`
+/// (`weft fs set -m 1`), once its group's leader made `keep` the only
+/// voter: `keep` then serves it without a group, and the other members
+/// delete their copies. Done already (one copy on `keep`) is not an error.
+pub fn shrink_shard(
+    config: &mut ClusterConfig,
+    fs: &str,
+    shard: ShardId,
+    keep: NodeId,
+) -> Result<(), QuorumError> {
+    let nodes = config.nodes.clone();
+    let name = config_names(&nodes);
+    let s = shard_mut(config, fs, shard)?;
+    if !s.replicated() && !s.growing {
+        if s.node == keep {
+            return Ok(());
+        }
+        return Err(refuse(format!(
+            "shard {shard} of {fs} has one copy, on {}, not on {}",
+            name(s.node),
+            name(keep)
+        )));
+    }
+    if let Some(m) = s.moving {
+        return Err(refuse(format!(
+            "shard {shard} of {fs} is moving from node {} to node {}: finish that move first (`weft meta move` again)",
+            m.from, m.to
+        )));
+    }
+    if let Some(r) = s.regrade {
+        return Err(refuse(format!(
+            "shard {shard} of {fs} is changing the role of node {}: run `weft fs set {fs} -m` again to finish that first",
+            r.node
+        )));
+    }
+    if s.growing {
+        return Err(refuse(format!(
+            "shard {shard} of {fs} is gaining its first replicas: run `weft fs set {fs} -m` with their number to finish that first"
+        )));
+    }
+    if !s.replicas.contains(&keep) {
+        return Err(refuse(format!(
+            "{} does not hold a replica of shard {shard} of {fs} (its replicas: {}): the one copy stays on a replica",
+            name(keep),
+            s.replicas.iter().map(|n| name(*n)).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    s.node = keep;
+    s.replicas.clear();
+    s.witness = None;
+    Ok(())
 }
 
 /// `weft fs set -m`, last step: records `replicas` as the metadata replica
@@ -646,5 +701,47 @@ mod tests {
             .unwrap_err()
             .contains("is not gaining the members n2"));
         assert_eq!(c.filesystems[0].shards[2], ShardInfo::single(2, 1));
+    }
+
+    #[test]
+    fn a_replicated_shard_goes_back_to_one_copy_on_a_replica() {
+        let mut c = config();
+        shrink_shard(&mut c, "fs1", 0, 2).unwrap();
+        let s = &c.filesystems[0].shards[0];
+        assert_eq!((s.node, s.replicas.clone(), s.witness), (2, vec![], None));
+        assert!(!s.replicated() && s.placed_on(2) && !s.placed_on(1) && !s.placed_on(3));
+        // Done twice: nothing more; the count follows once all have one.
+        shrink_shard(&mut c, "fs1", 0, 2).unwrap();
+        assert!(set_meta_replicas(&mut c, "fs1", 1)
+            .unwrap_err()
+            .to_string()
+            .contains("shards 1 of fs1"));
+        shrink_shard(&mut c, "fs1", 1, 1).unwrap();
+        set_meta_replicas(&mut c, "fs1", 1).unwrap();
+        assert_eq!(c.filesystems[0].default_meta_replicas, 1);
+    }
+
+    #[test]
+    fn going_back_to_one_copy_that_makes_no_sense_is_refused_by_name() {
+        let mut c = config();
+        let before = c.clone();
+        let e = |c: &mut ClusterConfig, shard, keep| {
+            shrink_shard(c, "fs1", shard, keep).unwrap_err().to_string()
+        };
+        // The witness holds no records; nor does a node outside the group.
+        assert!(e(&mut c, 0, 3).contains("n3 does not hold a replica of shard 0"));
+        assert!(e(&mut c, 0, 4).contains("its replicas: n1, n2"));
+        assert!(e(&mut c, 2, 2).contains("has one copy, on n1, not on n2"));
+        assert!(e(&mut c, 9, 1).contains("no shard 9"));
+        step(&mut c, 0, 1, 4, MoveStep::Begin).unwrap();
+        assert!(e(&mut c, 0, 2).contains("is moving"));
+        regrade(&mut c, 1, 3, false, MoveStep::Begin).unwrap();
+        assert!(e(&mut c, 1, 1).contains("changing the role of node 3"));
+        grow(&mut c, 2, &[2], Some(3), MoveStep::Begin).unwrap();
+        assert!(e(&mut c, 2, 1).contains("gaining its first replicas"));
+        assert_eq!(
+            c.filesystems[0].shards.len(),
+            before.filesystems[0].shards.len()
+        );
     }
 }

@@ -4,8 +4,8 @@
 //! the files again. With `-m 2`, every shard has two replicas and a witness
 //! over the three nodes, and killing a node that leads shards leaves every
 //! file and directory reachable, and creates going on. `weft fs set -m 3`
-//! then `-m 2` change every shard's replicas while a writer creates files;
-//! `-m 2` on a file system made with one copy per shard gives each shard a
+//! then `-m 2` change every shard's replicas while a writer creates files,
+//! and `-m 1` takes them back to one copy each with a node dead; `-m 2` on a file system made with one copy per shard gives each shard a
 //! Raft group the same way, and a node leading one may then die.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -307,6 +307,64 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
     }
     check_writer_files(&mnt, written);
+
+    // Back to one copy, node3 still dead: each shard's leader keeps it,
+    // while a writer goes on creating files.
+    let (out, written_after) =
+        while_writing(&mnt, || weft(&data, &["fs", "set", "fs0", "-m", "1"]));
+    assert!(
+        out.contains("fs0 now keeps 1 metadata replicas (3 shard(s) changed)"),
+        "{out}"
+    );
+    let list = weft(&data, &["meta", "list", "fs0"]);
+    assert_eq!(served(&list), 3, "{list}");
+    assert!(list.contains("3 shard(s), 1 replica(s) each"), "{list}");
+    assert!(
+        !list.contains("witness") && !list.contains("node3"),
+        "{list}"
+    );
+    let show = weft(&data, &["fs", "show", "fs0"]);
+    assert!(
+        show.lines()
+            .any(|l| l.contains("Default number of metadata replicas") && l.contains(" 1 ")),
+        "{show}"
+    );
+    let out = weft(&data, &["fs", "set", "fs0", "-m", "1"]);
+    assert!(out.contains("(0 shard(s) changed)"), "{out}");
+    for d in 0..6 {
+        for f in 0..5 {
+            let p = mnt.join(format!("d{d}/f{f}"));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
+        }
+        assert_eq!(
+            std::fs::read(mnt.join(format!("d{d}/after"))).unwrap(),
+            b"x"
+        );
+        std::fs::write(mnt.join(format!("d{d}/single")), b"y").unwrap();
+    }
+    check_writer_files(&mnt, written.max(written_after));
+    // node2 keeps the copies of the shards it holds and deletes the others.
+    let kept_on_node2: Vec<bool> = list
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && !l.contains("shard(s)"))
+        .map(|l| l.split_whitespace().nth(1) == Some("node2"))
+        .collect();
+    assert_eq!(kept_on_node2.len(), 3, "{list}");
+    wait(
+        "node2 to delete the copies it gave up",
+        Duration::from_secs(30),
+        || {
+            kept_on_node2.iter().enumerate().all(|(shard, kept)| {
+                data.join(format!("node2/meta/fs0-shard{shard}.redb"))
+                    .exists()
+                    == *kept
+            })
+        },
+    );
+    for shard in 0..3 {
+        let log = data.join(format!("node2/meta/fs0-shard{shard}.redb.log"));
+        assert!(!log.exists(), "a Raft log is left: {}", log.display());
+    }
 }
 
 /// Runs `change` while a writer creates small files `d{n % 6}/w{n}` under

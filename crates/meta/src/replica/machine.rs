@@ -226,6 +226,16 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
 }
 
 /// Empties every table of the shard (a snapshot replaces them).
+/// Drops where the group was (last applied id, membership) from the
+/// shard's tables: the shard goes back to one copy (see `one_copy`).
+pub(crate) fn forget(txn: &WriteTransaction) -> Result<(), StorageError> {
+    let mut t = txn.open_table(META).map_err(write_err)?;
+    for key in [APPLIED, MEMBERSHIP] {
+        t.remove(key).map_err(write_err)?;
+    }
+    Ok(())
+}
+
 fn clear(txn: &WriteTransaction) -> Result<(), OpError> {
     txn.open_table(INODES)?.retain(|_, _| false)?;
     txn.open_table(DIRENTS)?.retain(|_, _| false)?;

@@ -909,3 +909,114 @@ async fn a_shard_with_one_copy_forms_a_group_alone_and_members_join_with_its_rec
     assert!(a.ino > d.ino, "inode numbers go on from the old copy's");
     r.stop().await;
 }
+
+/// `weft fs set -m 1`: the leader becomes its group's only voter and goes
+/// on alone; its copy, reopened with the group's log beside it, applies
+/// the log, forgets the group and serves alone with every change; a member
+/// the group no longer counts refuses to; and the one copy can form a
+/// group again (`-m 2` later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_goes_back_to_one_copy_with_every_committed_change() {
+    let mut r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    for n in 0..30 {
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+    }
+    let d = r.fx(l).mkdir(ROOT_INO, "d");
+    r.fx(l)
+        .rename(ROOT_INO, "f0", d.ino, "moved", RenameMode::Replace)
+        .unwrap();
+    let me = l as u64 + 1;
+    r.groups[l].as_ref().unwrap().set_voters(&[me]).unwrap();
+    // Alone, it still commits.
+    for n in 0..10 {
+        r.fx(l).file(d.ino, &format!("alone{n}"));
+    }
+    // A member the group no longer counts keeps its copy and log.
+    let other = (l + 1) % 3;
+    r.kill(other).await;
+    let fx = r.fx[other].take().unwrap().reopen();
+    let e = settle_one_copy(
+        &fx.srv,
+        other as u64 + 1,
+        r.net.link(&addr(other)),
+        timing(),
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("still belongs to a Raft group"),
+        "{e}"
+    );
+    assert!(replica_log_path(fx.srv.path()).exists());
+    assert!(fx.srv.replica().is_none());
+    drop(fx);
+
+    // The leader stops, as its daemon stops its member, and reopens.
+    r.kill(l).await;
+    let fx = r.fx[l].take().unwrap().reopen();
+    let link = || r.net.link(&addr(l));
+    let wait = Duration::from_secs(10);
+    settle_one_copy(&fx.srv, me, link(), timing(), wait)
+        .await
+        .unwrap();
+    assert!(!replica_log_path(fx.srv.path()).exists(), "the log is gone");
+    assert!(fx.srv.replica().is_none());
+    let check = |fx: &crate::testutil::Fx| {
+        let mut names = fx.names(ROOT_INO);
+        names.sort();
+        let mut want: Vec<String> = (1..30).map(|n| format!("f{n}")).collect();
+        want.push("d".into());
+        want.sort();
+        assert_eq!(names, want);
+        let mut inner = fx.names(d.ino);
+        inner.sort();
+        let mut want: Vec<String> = (0..10).map(|n| format!("alone{n}")).collect();
+        want.push("moved".into());
+        want.sort();
+        assert_eq!(inner, want);
+    };
+    check(&fx);
+    let a = fx.file(ROOT_INO, "single");
+    assert!(a.ino > d.ino);
+    // Durable, and settled once: a second start has nothing to do.
+    let fx = fx.reopen();
+    settle_one_copy(&fx.srv, me, link(), timing(), wait)
+        .await
+        .unwrap();
+    assert!(fx.names(ROOT_INO).contains(&"single".to_string()));
+    check_marks_gone(&fx.srv.db);
+    // Later it forms a group again over its records.
+    let g = ShardGroup::start(&fx.srv, me, link(), timing(), false)
+        .await
+        .unwrap();
+    g.form_alone(&fx.srv, &addr(l)).await.unwrap();
+    for _ in 0..400 {
+        if g.ready(&fx.srv).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    fx.file(ROOT_INO, "grown again");
+    assert_eq!(fx.names(ROOT_INO).len(), 32);
+    g.shutdown().await;
+    for i in 0..3 {
+        if r.groups[i].is_some() {
+            r.kill(i).await;
+        }
+    }
+}
+
+/// The shard's tables hold nothing of a Raft group.
+fn check_marks_gone(db: &redb::Database) {
+    let txn = db.begin_read().unwrap();
+    let meta = txn.open_table(crate::schema::META).unwrap();
+    for key in [crate::schema::key::SEEDED, crate::schema::key::GROWN] {
+        assert!(meta.get(key).unwrap().is_none(), "{key} is still set");
+    }
+    let raft = txn.open_table(weft_raft::META).unwrap();
+    assert!(raft.get("sm_applied").unwrap().is_none());
+    let locks = txn.open_table(crate::schema::LOCKS).unwrap();
+    assert_eq!(redb::ReadableTableMetadata::len(&locks).unwrap(), 0);
+}

@@ -4,7 +4,9 @@
 //! [`reconcile`] runs at start and at every new configuration: it opens
 //! what is new, stops what left (deleting the copy of a shard that moved
 //! away), and restarts a shard member whose role changed (`weft fs set -m`)
-//! from an empty copy.
+//! from an empty copy. A replicated shard's member that the configuration
+//! leaves with the shard's one copy (`weft fs set -m 1`) applies its group's
+//! log and forgets the group before it serves alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -137,6 +139,28 @@ fn start_replica(
     });
 }
 
+/// Settles a copy that is to serve alone from the Raft group it was a
+/// member of (`weft fs set -m 1`, see `weft_meta::settle_one_copy`):
+/// nothing to do for a copy that never had one.
+async fn settle_one_copy(
+    m: &MetaServer,
+    me: u32,
+    fs: weft_proto::types::FsId,
+    shard: weft_proto::types::ShardId,
+    wiring: &ShardWiring<'_>,
+) -> Result<(), weft_meta::MetaError> {
+    let transport = Arc::new(NetTransport {
+        pool: wiring.raft_pool.clone(),
+        shard: Some((fs, shard)),
+    });
+    let timing = weft_meta::ReplicaTiming::default();
+    weft_meta::settle_one_copy(m, u64::from(me), transport, timing, SETTLE_WAIT).await
+}
+
+/// How long a copy going back to one has to lead its group of one and
+/// apply its log.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Opens a shard's database. A copy this node just stopped serving (its
 /// member changed role) may still be held for a moment by requests and
 /// tasks of the old server: the open waits up to 10 s for them.
@@ -216,7 +240,9 @@ pub(super) async fn reconcile(
                 Some(r) if *r == role => continue,
                 Some(r) => {
                     // `weft fs set -m`: this member left the group's voters
-                    // and comes back in its new role, from an empty copy.
+                    // and comes back in its new role, from an empty copy; or
+                    // (`-m 1`) it is the group's only voter and keeps the
+                    // shard's one copy.
                     info!(fs = %fs.name, shard = shard.id, from = ?r, to = ?role, "the shard's member here changes role");
                     served.meta.remove(&key);
                     stop_shard(node, key).await;
@@ -250,6 +276,11 @@ pub(super) async fn reconcile(
                     if role != ShardRole::Single {
                         // Its replica asks for opens when it takes over.
                         start_replica(node, m, me, cfg, fs, shard, wiring);
+                        continue;
+                    }
+                    if let Err(e) = settle_one_copy(&m, me, fs.id, shard.id, wiring).await {
+                        warn!(fs = %fs.name, shard = shard.id, error = %e, "not serving the shard's one copy: it is not settled from its Raft group");
+                        served.meta.remove(&key);
                         continue;
                     }
                     if existed {

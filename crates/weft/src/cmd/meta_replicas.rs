@@ -33,6 +33,17 @@
 //! 3. it makes them all voters, and the manager ends the growing
 //!    (`Finish`).
 //!
+//! A replicated shard goes back to one copy (`-m 1`,
+//! `ConfigChange::ShrinkShard`):
+//!
+//! 1. the replica that leads the shard makes itself the group's only
+//!    voter; it goes on committing alone;
+//! 2. the cluster manager makes the shard a one-copy shard on that node;
+//!    its daemon applies the group's whole log, forgets the group and
+//!    serves the copy alone (`weft_meta::settle_one_copy`), and the other
+//!    members' daemons delete their copies; the command waits until the
+//!    node answers as the shard's one copy.
+//!
 //! When every shard has `N` replicas the manager records `N` as the file
 //! system's metadata replicas (`ConfigChange::SetMetaReplicas`, shown by
 //! `weft fs show`). Every step may be done twice, so a command that stopped
@@ -79,12 +90,6 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
             fs.max_meta_replicas
         );
     }
-    if want == 1 && fs.shards.iter().any(|s| s.replicated()) {
-        bail!(
-            "-m 1: a replicated shard keeps two or three replicas in this release \
-             (it does not go back to one copy)"
-        );
-    }
     let name_of = |id: NodeId| {
         cfg.node(id)
             .map(|n| n.name.clone())
@@ -92,6 +97,21 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
     };
     let deadline = Instant::now() + timeout;
     let mut changed = 0;
+    if want == 1 {
+        for id in fs.shards.iter().map(|s| s.id) {
+            let (fs, s) = shard_now(cluster, name, id).await?;
+            if s.growing || s.regrade.is_some() || s.moving.is_some() {
+                bail!(
+                    "shard {id} of {name} is changing its members (a stopped `weft fs set -m` \
+                     or `weft meta move`): finish that first, by running it again"
+                );
+            }
+            if s.replicated() {
+                shrink(cluster, &fs, &s, deadline).await?;
+                changed += 1;
+            }
+        }
+    }
     if want > 1 {
         for id in fs.shards.iter().map(|s| s.id) {
             let (fs, s) = shard_now(cluster, name, id).await?;
@@ -243,6 +263,84 @@ async fn grow(
         s.id,
         fs.name,
         members.len()
+    );
+    Ok(())
+}
+
+/// Shard `s`, replicated, goes back to one copy on the replica that leads
+/// it (the steps of the module header).
+async fn shrink(cluster: &Cluster, fs: &FsInfo, s: &ShardInfo, deadline: Instant) -> Result<()> {
+    let cfg = cluster.config();
+    let name_of = |id: NodeId| {
+        cfg.node(id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    };
+    let keep = loop {
+        let mut leader = None;
+        for node in &s.replicas {
+            if let Ok(r) = replica_info(cluster, fs, s.id, *node).await {
+                if r.role == "leader" {
+                    leader = Some(*node);
+                    break;
+                }
+            }
+        }
+        match leader {
+            Some(n) => break n,
+            None if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            None => bail!(
+                "no replica of shard {} of {} leads it (is a majority of its members up?); \
+                 run the command again to go on",
+                s.id,
+                fs.name
+            ),
+        }
+    };
+    let keep_name = name_of(keep);
+    let others: Vec<String> = s
+        .members()
+        .into_iter()
+        .filter(|m| *m != keep)
+        .map(name_of)
+        .collect();
+    println!(
+        "weft: shard {} of {}: {keep_name} keeps the one copy; {} leave the group",
+        s.id,
+        fs.name,
+        others.join(", ")
+    );
+    set_voters(cluster, fs, s.id, &[keep], deadline).await?;
+    let cfg = change(
+        cluster,
+        ConfigChange::ShrinkShard {
+            fs: fs.name.clone(),
+            shard: s.id,
+            keep,
+        },
+    )
+    .await?;
+    cluster.offer_config(&cfg);
+    let ok = |r: &ReplicaInfo| r.role == "single";
+    wait_in_role(
+        cluster,
+        fs,
+        s.id,
+        keep,
+        &keep_name,
+        "its one copy",
+        &ok,
+        deadline,
+    )
+    .await?;
+    println!(
+        "weft: shard {} of {}: one copy, on {keep_name}; {} delete theirs when their \
+         nodes learn of the change",
+        s.id,
+        fs.name,
+        others.join(", ")
     );
     Ok(())
 }

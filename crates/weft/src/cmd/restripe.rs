@@ -71,10 +71,11 @@ pub struct FsSetArgs {
     /// -R` shows them), extra ones are dropped at once.
     #[arg(short = 'r')]
     replicas: Option<u8>,
-    /// Metadata replicas of every shard (2 or 3, at most the `-M` given at
+    /// Metadata replicas of every shard (1 to 3, at most the `-M` given at
     /// creation): the shards change one after another while they serve,
-    /// and the command waits for them. A shard with one copy (`-m 1`)
-    /// forms a Raft group over its records, which the next meta nodes join.
+    /// and the command waits for them. A shard with one copy forms a Raft
+    /// group over its records, which the next meta nodes join; with 1, each
+    /// replicated shard's leader keeps the one copy.
     #[arg(short = 'm')]
     meta_replicas: Option<u8>,
     /// With -m: give up (the change is finished by running the command
