@@ -441,8 +441,10 @@ impl Drop for Mounted {
     }
 }
 
-/// `weft fs set -m 2` on a file system made with one copy per shard (over
-/// three meta nodes): each shard's node forms a Raft group over its records
+/// `weft meta move` of a shard with one copy, then `weft fs set -m 2` on a
+/// file system made with one copy per shard (over three meta nodes): the
+/// moved copy ends on its new node, then each shard's node forms a Raft
+/// group over its records
 /// and the other nodes join it, while a writer creates files and a file
 /// stays open; then the node leading a grown shard dies and every file is
 /// still there.
@@ -519,6 +521,53 @@ fn three_local_nodes_give_one_copy_metadata_replicas_while_serving() {
             std::fs::write(mnt.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
         }
         std::fs::write(mnt.join(format!("d{d}/big")), big(d)).unwrap();
+    }
+    // The shard with one copy on node2 moves to node3 while a writer
+    // creates files; node2 deletes its copy.
+    let on_node2 = list
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("node2"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("a shard of fs1 on node2:\n{list}"))
+        .to_owned();
+    let (out, moved_written) = while_writing(&mnt, || {
+        weft(
+            &data,
+            &[
+                "meta", "move", "fs1", &on_node2, "--from", "node2", "--to", "node3",
+            ],
+        )
+    });
+    assert!(
+        out.contains(&format!(
+            "shard {on_node2} of fs1 moved from node2 to node3"
+        )),
+        "{out}"
+    );
+    list = weft(&data, &["meta", "list", "fs1"]);
+    assert_eq!(served(&list), 3, "{list}");
+    assert!(
+        list.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.first() == Some(&on_node2.as_str()) && w.get(1) == Some(&"node3")
+        }),
+        "shard {on_node2} has its one copy on node3:\n{list}"
+    );
+    wait(
+        "node2 to delete the moved copy",
+        Duration::from_secs(30),
+        || {
+            !data
+                .join(format!("node2/meta/fs1-shard{on_node2}.redb"))
+                .exists()
+        },
+    );
+    assert!(!data
+        .join(format!("node3/meta/fs1-shard{on_node2}.redb.log"))
+        .exists());
+    check_writer_files(&mnt, moved_written);
+    for d in 0..6 {
+        assert!(std::fs::read(mnt.join(format!("d{d}/big"))).unwrap() == big(d));
     }
     // Open across the change: written before and after it.
     let mut open = std::fs::File::create(mnt.join("d0/open")).unwrap();

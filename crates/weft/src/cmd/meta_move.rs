@@ -11,6 +11,11 @@
 //! 4. the cluster manager puts the joining node in the leaving one's place;
 //!    the leaving node's daemon stops its copy and deletes it.
 //!
+//! A shard with one copy moves another way (`meta_replicas::move_one_copy`):
+//! its node forms a Raft group over the copy, which the new node joins as a
+//! replica, and then the new node keeps the one copy while the old node
+//! leaves the group and deletes its copy.
+//!
 //! Every step may be done twice, so a move that stopped (the command
 //! killed, a leader lost) is finished by running the command again.
 
@@ -34,8 +39,10 @@ pub struct MetaMoveArgs {
     name: String,
     /// Shard number, as `weft meta list` shows it.
     shard: u16,
-    /// The member that leaves the shard's group (replica or witness): a
-    /// node name, address or id. It may be down.
+    /// The member that leaves the shard's group (replica or witness), or
+    /// the node of a shard with one copy: a node name, address or id. A
+    /// replicated shard's member may be down; a one-copy shard's node must
+    /// be up.
     #[arg(long)]
     from: String,
     /// The meta node that takes its place; it must hold no copy of the
@@ -82,6 +89,17 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         };
         let (from_name, to_name) = (name_of(from), name_of(to));
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
+        if super::meta_replicas::move_one_copy(
+            &cluster,
+            &args.name,
+            args.shard,
+            (from, to),
+            deadline,
+        )
+        .await?
+        {
+            return Ok(());
+        }
         let step = |step| ConfigChange::MoveShard {
             fs: args.name.clone(),
             shard: args.shard,

@@ -107,7 +107,7 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
                 );
             }
             if s.replicated() {
-                shrink(cluster, &fs, &s, deadline).await?;
+                shrink(cluster, &fs, &s, None, deadline).await?;
                 changed += 1;
             }
         }
@@ -116,7 +116,19 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
         for id in fs.shards.iter().map(|s| s.id) {
             let (fs, s) = shard_now(cluster, name, id).await?;
             if s.growing || !s.replicated() {
-                grow(cluster, &fs, &s, want, deadline).await?;
+                let (replicas, witness) = if s.growing {
+                    (s.replicas.iter().skip(1).copied().collect(), s.witness)
+                } else {
+                    new_members(&cfg, s.node, want)?
+                };
+                if witness.is_none() && replicas.len() == 1 {
+                    println!(
+                        "weft: warning: shard {} of {} gets two replicas and no witness (there is \
+                         no third meta node): it stops while either replica's node is down",
+                        s.id, fs.name
+                    );
+                }
+                grow(cluster, &fs, &s, &replicas, witness, deadline).await?;
                 changed += 1;
             }
         }
@@ -191,12 +203,14 @@ fn new_members(
 }
 
 /// Shard `s`, with one copy (or growing, left half done by a stopped
-/// command), gains its first replicas (the steps of the module header).
+/// command), gains the members `replicas` (after its own node) and
+/// `witness` (the steps of the module header).
 async fn grow(
     cluster: &Cluster,
     fs: &FsInfo,
     s: &ShardInfo,
-    want: u8,
+    replicas: &[NodeId],
+    witness: Option<NodeId>,
     deadline: Instant,
 ) -> Result<()> {
     let cfg = cluster.config();
@@ -205,18 +219,7 @@ async fn grow(
             .map(|n| n.name.clone())
             .unwrap_or_else(|| format!("node {id}"))
     };
-    let (replicas, witness) = if s.growing {
-        (s.replicas.iter().skip(1).copied().collect(), s.witness)
-    } else {
-        new_members(&cfg, s.node, want)?
-    };
-    if witness.is_none() && replicas.len() == 1 {
-        println!(
-            "weft: warning: shard {} of {} gets two replicas and no witness (there is no \
-             third meta node): it stops while either replica's node is down",
-            s.id, fs.name
-        );
-    }
+    let replicas = replicas.to_vec();
     let joining: Vec<NodeId> = replicas.iter().copied().chain(witness).collect();
     println!(
         "weft: shard {} of {}: {} forms its Raft group; {} join it",
@@ -267,37 +270,24 @@ async fn grow(
     Ok(())
 }
 
-/// Shard `s`, replicated, goes back to one copy on the replica that leads
-/// it (the steps of the module header).
-async fn shrink(cluster: &Cluster, fs: &FsInfo, s: &ShardInfo, deadline: Instant) -> Result<()> {
+/// Shard `s`, replicated, goes back to one copy on `keep`, or on the
+/// replica that leads it (the steps of the module header).
+async fn shrink(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    s: &ShardInfo,
+    keep: Option<NodeId>,
+    deadline: Instant,
+) -> Result<()> {
     let cfg = cluster.config();
     let name_of = |id: NodeId| {
         cfg.node(id)
             .map(|n| n.name.clone())
             .unwrap_or_else(|| format!("node {id}"))
     };
-    let keep = loop {
-        let mut leader = None;
-        for node in &s.replicas {
-            if let Ok(r) = replica_info(cluster, fs, s.id, *node).await {
-                if r.role == "leader" {
-                    leader = Some(*node);
-                    break;
-                }
-            }
-        }
-        match leader {
-            Some(n) => break n,
-            None if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            None => bail!(
-                "no replica of shard {} of {} leads it (is a majority of its members up?); \
-                 run the command again to go on",
-                s.id,
-                fs.name
-            ),
-        }
+    let keep = match keep {
+        Some(k) => k,
+        None => leading_replica(cluster, fs, s, deadline).await?,
     };
     let keep_name = name_of(keep);
     let others: Vec<String> = s
@@ -343,6 +333,89 @@ async fn shrink(cluster: &Cluster, fs: &FsInfo, s: &ShardInfo, deadline: Instant
         others.join(", ")
     );
     Ok(())
+}
+
+/// `weft meta move` of shard `shard` of `name` when it has one copy, on
+/// `from`: `from` forms a group of one that `to` joins as a replica (as a
+/// shard gaining replicas does, with no witness), then `to` keeps the one
+/// copy (as going back to one copy does). A move of this kind that stopped
+/// half way (the shard growing, or replicated, on exactly `from` and `to`,
+/// in a file system kept at one copy) is finished. Answers false, doing
+/// nothing, for a shard this does not apply to (a replicated move).
+pub(super) async fn move_one_copy(
+    cluster: &Cluster,
+    name: &str,
+    shard: ShardId,
+    (from, to): (NodeId, NodeId),
+    deadline: Instant,
+) -> Result<bool> {
+    let (fs, s) = shard_now(cluster, name, shard).await?;
+    let one = !s.replicated() && !s.growing;
+    let half_done =
+        s.replicas == [from, to] && s.witness.is_none() && fs.default_meta_replicas == 1;
+    if !one && !half_done {
+        return Ok(false);
+    }
+    let cfg = cluster.config();
+    let name_of = |id: NodeId| {
+        cfg.node(id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    };
+    let (from_name, to_name) = (name_of(from), name_of(to));
+    if one && s.node != from {
+        bail!(
+            "shard {shard} of {name} has its one copy on {}, not on {from_name}",
+            name_of(s.node)
+        );
+    }
+    if from == to {
+        bail!("shard {shard} of {name} is on {from_name} already");
+    }
+    if one || s.growing {
+        println!(
+            "weft: shard {shard} of {name} has one copy: {to_name} joins a Raft group \
+             {from_name} forms over it, then keeps the copy"
+        );
+        grow(cluster, &fs, &s, &[to], None, deadline).await?;
+    }
+    let (fs, s) = shard_now(cluster, name, shard).await?;
+    shrink(cluster, &fs, &s, Some(to), deadline).await?;
+    println!("weft: shard {shard} of {name} moved from {from_name} to {to_name}");
+    Ok(true)
+}
+
+/// The replica of shard `s` that leads its group, waiting for one until
+/// `deadline`.
+async fn leading_replica(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    s: &ShardInfo,
+    deadline: Instant,
+) -> Result<NodeId> {
+    loop {
+        let mut leader = None;
+        for node in &s.replicas {
+            if let Ok(r) = replica_info(cluster, fs, s.id, *node).await {
+                if r.role == "leader" {
+                    leader = Some(*node);
+                    break;
+                }
+            }
+        }
+        match leader {
+            Some(n) => return Ok(n),
+            None if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            None => bail!(
+                "no replica of shard {} of {} leads it (is a majority of its members up?); \
+                 run the command again to go on",
+                s.id,
+                fs.name
+            ),
+        }
+    }
 }
 
 /// Waits until `node` serves shard `shard` as `what` (`ok` of its answer
