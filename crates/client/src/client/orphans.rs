@@ -1,0 +1,119 @@
+//! Unlinked files: an orphan (an inode whose last name went) is freed once
+//! its unlink is durable, chunks first and inode last, at once or in the
+//! background in batches (`crate::reclaim`); orphans left by a crash are
+//! freed at the next start.
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+use weft_proto::msg::MetaRequest;
+use weft_proto::types::Orphan;
+use weft_proto::Response;
+
+use crate::cluster::unexpected;
+use crate::data::FileData;
+use crate::reclaim::{has_chunks, ReclaimQueue};
+use crate::ClientError;
+
+use super::Client;
+
+impl Client {
+    /// Frees the chunks and then the inode of an orphan from
+    /// [`Client::unlink_name`].
+    pub async fn free_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
+        self.reclaim(o).await
+    }
+
+    /// [`Client::free_orphan`] in the background, in batches with other
+    /// unlinked files (see `reclaim`); [`Client::statfs`] waits for it.
+    pub fn free_orphan_later(&self, o: Orphan) {
+        if !self.reclaims.push(o) {
+            return;
+        }
+        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
+            (Some(me), Ok(rt)) => {
+                rt.spawn(crate::reclaim::drain(me));
+            }
+            _ => warn!("no runtime to free unlinked files; they are freed at the next start"),
+        }
+    }
+
+    pub(crate) fn reclaims(&self) -> &ReclaimQueue {
+        &self.reclaims
+    }
+
+    /// Waits until the files unlinked so far are freed.
+    pub async fn reclaimed(&self) {
+        self.reclaims.idle().await
+    }
+
+    pub(super) async fn orphaned(&self, orphan: Option<Orphan>) -> Result<(), ClientError> {
+        match self.to_reclaim(orphan) {
+            Some(o) => self.reclaim(&o).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The orphan to free now: none if a file here still has it open (then
+    /// it is freed at the last close).
+    pub(super) fn to_reclaim(&self, orphan: Option<Orphan>) -> Option<Orphan> {
+        let o = orphan?;
+        if let Some(f) = self.open_file(o.ino) {
+            if f.with(|s| s.opens > 0) {
+                debug!(ino = o.ino, "unlinked while open: freed at last close");
+                return None;
+            }
+        }
+        Some(o)
+    }
+
+    /// Frees an orphan: its chunks, then its inode. A file whose data is in
+    /// the inode has no chunks (only a crash in the middle of moving its
+    /// bytes out can leave one subblock behind, which then stays).
+    ///
+    /// The unlink that orphaned it is made durable first (the shard commits
+    /// in groups): a crash must not bring the name back over chunks already
+    /// deleted.
+    pub(super) async fn reclaim(&self, o: &Orphan) -> Result<(), ClientError> {
+        if has_chunks(o) {
+            self.sync_metadata(o.ino).await?;
+        }
+        self.free_synced_orphan(o).await
+    }
+
+    /// [`Client::reclaim`] once the unlink is durable.
+    pub(crate) async fn free_synced_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
+        if has_chunks(o) {
+            let f = FileData {
+                ino: o.ino,
+                gen: o.gen,
+                layout: o.layout,
+            };
+            self.data.truncate(&f, 0).await?;
+        }
+        self.meta_unit(o.ino, MetaRequest::Reclaim { ino: o.ino }, "reclaim")
+            .await
+    }
+
+    /// Frees the inodes whose last name went while they were open when a
+    /// client stopped. Call when no other client has the file system mounted.
+    pub async fn reclaim_orphans(&self) -> Result<usize, ClientError> {
+        let mut n = 0;
+        for shard in &self.fs.shards {
+            let route = weft_proto::types::make_ino(shard.id, 1);
+            let list = match self.meta(route, MetaRequest::Orphans, Bytes::new()).await? {
+                (Response::Orphans(l), _) => l,
+                (other, _) => return Err(unexpected(&*self.meta_peer(route)?, "orphans", &other)),
+            };
+            for o in list {
+                if self.open_file(o.ino).is_some() {
+                    continue;
+                }
+                match self.reclaim(&o).await {
+                    Ok(()) => n += 1,
+                    Err(e) => warn!(ino = o.ino, error = %e, "cannot reclaim orphan"),
+                }
+            }
+        }
+        Ok(n)
+    }
+}
