@@ -47,10 +47,11 @@
 //! - **Witness.** Raft needs a majority, so a group of two replicas stops
 //!   when one is lost. A shard with two replicas therefore has a third
 //!   member, a witness: it votes and keeps the log, but applies no records
-//!   and never serves. Its elections wait twice as long as a replica's, so a
-//!   replica normally wins; when the witness does win (it alone had the last
-//!   entries of a lost leader), it passes its log on to a replica and stops
-//!   its heartbeats, so that replica is elected next.
+//!   and never serves. It starts no election on its own timer, so a
+//!   replica is elected; only when it alone has the last entries of a lost
+//!   leader does it campaign (when it refuses the replica's candidacy), and
+//!   then it passes its log on to the replica and asks it to take the lead
+//!   ([`witness`]).
 
 #[cfg(test)]
 mod chaos;
@@ -64,6 +65,7 @@ mod one_copy;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod witness;
 
 pub use one_copy::settle_one_copy;
 
@@ -171,6 +173,11 @@ pub struct ShardGroup {
     pending: std::sync::Mutex<Pending>,
     /// How recently a majority heard from this leader.
     lease: Arc<lease::LeaderLease>,
+    /// Carries this member's messages to the others.
+    transport: Arc<dyn RaftTransport>,
+    /// When a leader's entries or heartbeat last reached this member (kept
+    /// by the witness, see `witness`).
+    heard: std::sync::Mutex<std::time::Instant>,
 }
 
 /// The entries a leader has in flight (see [`ShardGroup::submit`]): the
@@ -247,7 +254,6 @@ impl ShardGroup {
         let mut snap = server.path().to_owned().into_os_string();
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
-        let slower = if witness { 2 } else { 1 };
         let logdb =
             Arc::new(redb::Database::create(replica_log_path(server.path())).map_err(failed)?);
         if weft_raft::adopt_log(&db, &logdb).map_err(failed)? {
@@ -260,14 +266,14 @@ impl ShardGroup {
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,
-            election_timeout_min: timing.election_min_ms * slower,
-            election_timeout_max: timing.election_max_ms * slower,
+            election_timeout_min: timing.election_min_ms,
+            election_timeout_max: timing.election_max_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(timing.snapshot_every),
             max_in_snapshot_log_to_keep: timing.log_kept,
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(failed)?);
-        let net = weft_raft::Network::<ShardRaft>::new(transport);
+        let net = weft_raft::Network::<ShardRaft>::new(transport.clone());
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(failed)?;
@@ -282,10 +288,13 @@ impl ShardGroup {
             take_over: std::sync::Mutex::new(()),
             witness,
             pending: std::sync::Mutex::new(Pending::default()),
+            transport,
+            heard: std::sync::Mutex::new(std::time::Instant::now()),
         });
         server.set_replica(group.clone());
         if witness {
-            tokio::spawn(step_down_when_caught_up(Arc::downgrade(&group)));
+            group.raft.runtime_config().elect(false);
+            tokio::spawn(witness::hand_on_when_caught_up(Arc::downgrade(&group)));
         }
         Ok(group)
     }
@@ -402,6 +411,9 @@ impl ShardGroup {
 
     /// Answers a Raft message from another replica of the shard.
     pub async fn serve(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
+        if self.witness {
+            return self.serve_witness(kind, payload).await;
+        }
         weft_raft::serve(&self.raft, kind, payload).await
     }
 
@@ -769,46 +781,6 @@ fn no_longer_leads(leader: Option<BasicNode>) -> OpError {
             Some(n) => format!("this replica no longer leads the shard; {} does", n.addr),
             None => "this replica no longer leads the shard; try again".into(),
         },
-    }
-}
-
-/// A witness that leads hands the lead on: once a replica has its whole
-/// log, it stops heartbeats and elections until another member leads.
-async fn step_down_when_caught_up(group: std::sync::Weak<ShardGroup>) {
-    let mut handing = false;
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let Some(g) = group.upgrade() else {
-            return;
-        };
-        let m = g.raft.metrics().borrow().clone();
-        if m.state == ServerState::Shutdown {
-            return;
-        }
-        let leading = m.current_leader == Some(g.id);
-        if leading && !handing {
-            let last = m.last_log_index;
-            // A voter: a learner (a replica being moved in) cannot be elected.
-            let voters: Vec<u64> = m.membership_config.membership().voter_ids().collect();
-            let caught_up = m.replication.as_ref().is_some_and(|r| {
-                r.iter().any(|(id, matched)| {
-                    *id != g.id && voters.contains(id) && matched.map(|l| l.index) == last
-                })
-            });
-            if caught_up {
-                tracing::info!(
-                    member = g.id,
-                    "witness leading; handing the shard to a replica"
-                );
-                g.raft.runtime_config().heartbeat(false);
-                g.raft.runtime_config().elect(false);
-                handing = true;
-            }
-        } else if !leading && handing {
-            g.raft.runtime_config().heartbeat(true);
-            g.raft.runtime_config().elect(true);
-            handing = false;
-        }
     }
 }
 

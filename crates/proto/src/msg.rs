@@ -574,6 +574,9 @@ pub enum RaftKind {
     AppendEntries,
     Vote,
     InstallSnapshot,
+    /// Start an election at once (no payload): a leader handing its place
+    /// on asks the member that should take it (Raft's "timeout now").
+    Elect,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,5 +64,20 @@ pub async fn serve<C: Group>(raft: &Raft<C>, kind: RaftKind, payload: &[u8]) -> 
             Ok(req) => encode_msg(&raft.install_snapshot(req).await),
             Err(e) => encode_msg(&Err::<(), String>(e.to_string())),
         },
+        RaftKind::Elect => encode_msg(&raft.trigger().elect().await.map_err(|e| e.to_string())),
     }
+}
+
+/// Asks the member at `addr` to start an election at once
+/// ([`RaftKind::Elect`]); its answer says whether it could.
+pub async fn ask_to_elect(
+    transport: &dyn RaftTransport,
+    addr: &str,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    let reply = transport
+        .call(addr.to_owned(), RaftKind::Elect, Vec::new(), timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    decode_msg::<Result<(), String>>(&reply).map_err(|e| e.to_string())?
 }

@@ -1020,3 +1020,85 @@ fn check_marks_gone(db: &redb::Database) {
     let locks = txn.open_table(crate::schema::LOCKS).unwrap();
     assert_eq!(redb::ReadableTableMetadata::len(&locks).unwrap(), 0);
 }
+
+/// Failover times of a shard with two replicas and a witness, with the
+/// daemon's timing: the leader killed while the other replica has every
+/// entry, and while it lacks the last ones (only the witness has them).
+/// A benchmark, not a check: `cargo test --release -p weft-meta
+/// witness_failover_times -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn witness_failover_times() {
+    for lagging in [false, true] {
+        for run in 0..3 {
+            let mut r = Replicas::with(ReplicaTiming::default(), true).await;
+            let l = r.leader().await;
+            let other = 1 - l;
+            r.fx(l).file(ROOT_INO, "both");
+            r.caught_up(other, l).await;
+            if lagging {
+                r.cut(other, true);
+                for n in 0..10 {
+                    r.fx(l).file(ROOT_INO, &format!("late{n}"));
+                }
+            }
+            let t = std::time::Instant::now();
+            r.kill(l).await;
+            r.cut(other, false);
+            let serves = |r: &Replicas| {
+                r.groups[other]
+                    .as_ref()
+                    .is_some_and(|g| g.ready(&r.fx(other).srv).is_ok())
+            };
+            while !serves(&r) && t.elapsed() < Duration::from_secs(60) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let took = t.elapsed();
+            let l2 = r.leader().await;
+            assert_eq!(l2, other);
+            assert_eq!(r.fx(l2).names(ROOT_INO).len(), if lagging { 11 } else { 1 });
+            println!("lagging replica: {lagging}, run {run}: a replica serves after {took:?}");
+            r.stop().await;
+        }
+    }
+}
+
+/// A member asked to elect itself (`RaftKind::Elect`, what a witness
+/// handing the lead on sends) campaigns at once: with elections that would
+/// wait 10 s or more after the leader's death, the member asked leads
+/// within a few seconds of the ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_asked_to_elect_itself_campaigns_at_once() {
+    let slow = ReplicaTiming {
+        election_min_ms: 5_000,
+        election_max_ms: 6_000,
+        ..timing()
+    };
+    let mut r = Replicas::new(slow).await;
+    let l = r.leader().await;
+    r.fx(l).file(ROOT_INO, "before");
+    let asked = (l + 1) % 3;
+    r.caught_up(asked, l).await;
+    r.kill(l).await;
+    // The members refuse candidates until the dead leader's lease is over.
+    tokio::time::sleep(Duration::from_millis(slow.election_max_ms + 300)).await;
+    let link = r.net.link("asker");
+    weft_raft::ask_to_elect(&*link, &addr(asked), Duration::from_secs(2))
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let serves = |r: &Replicas| {
+        r.groups[asked]
+            .as_ref()
+            .is_some_and(|g| g.ready(&r.fx(asked).srv).is_ok())
+    };
+    while !serves(&r) && t.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        serves(&r),
+        "member {asked} did not lead after it was asked to"
+    );
+    assert!(r.fx(asked).names(ROOT_INO).contains(&"before".to_string()));
+    r.stop().await;
+}

@@ -52,7 +52,7 @@ use grants::request_grants;
 
 /// How long an operation waits for records a cross-shard transaction holds
 /// before it fails with `Busy`. Longer than a shard's failover through its
-/// witness (about 10 s, see `docs/metadata.md`) plus the 2 s after which a
+/// witness (about 6 s, see `docs/metadata.md`) plus the 2 s after which a
 /// participant asks for the fate: a transaction whose coordinator failed
 /// over is settled within it, so applications pause rather than fail.
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
