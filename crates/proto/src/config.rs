@@ -28,6 +28,12 @@ impl ClusterConfig {
     pub fn node(&self, id: NodeId) -> Option<&NodeInfo> {
         self.nodes.iter().find(|n| n.id == id)
     }
+    /// Node `id`'s name, or `node ID` when the configuration has none.
+    pub fn node_name(&self, id: NodeId) -> String {
+        self.node(id)
+            .map(|n| n.name.clone())
+            .unwrap_or_else(|| format!("node {id}"))
+    }
     pub fn nsd(&self, id: NsdId) -> Option<&NsdInfo> {
         self.nsds.iter().find(|n| n.id == id)
     }

@@ -58,13 +58,7 @@ pub fn move_shard(
     to: NodeId,
     step: MoveStep,
 ) -> Result<(), QuorumError> {
-    let name = |id: NodeId| {
-        config
-            .node(id)
-            .map(|n| n.name.clone())
-            .unwrap_or_else(|| format!("node {id}"))
-    };
-    let (from_name, to_name) = (name(from), name(to));
+    let (from_name, to_name) = (config.node_name(from), config.node_name(to));
     let target = config.node(to).cloned();
     let names: Vec<weft_proto::config::NodeInfo> = config.nodes.clone();
     let s = shard_mut(config, fs, shard)?;

@@ -104,11 +104,7 @@ pub fn list(args: MetaListArgs) -> Result<()> {
         let (cluster, client) = admin::client(&args.target, &args.name).await?;
         let cfg = cluster.config();
         let fs = client.fs_info().clone();
-        let name_of = |id: u32| {
-            cfg.node(id)
-                .map(|n| n.name.clone())
-                .unwrap_or_else(|| format!("node {id}"))
-        };
+        let name_of = |id: u32| cfg.node_name(id);
         println!(
             "{:<6} {:<24} {:<16} {:<22} {:<12} {:>10} {:>12} {:>8}",
             "shard", "replicas", "leader", "address", "state", "inodes", "inline bytes", "log"

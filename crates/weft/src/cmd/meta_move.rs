@@ -82,11 +82,7 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         let cfg = cluster.refresh().await?;
         let from = node_id(&cfg, &args.from)?;
         let to = node_id(&cfg, &args.to)?;
-        let name_of = |id: NodeId| {
-            cfg.node(id)
-                .map(|n| n.name.clone())
-                .unwrap_or_else(|| format!("node {id}"))
-        };
+        let name_of = |id: NodeId| cfg.node_name(id);
         let (from_name, to_name) = (name_of(from), name_of(to));
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
         if super::meta_replicas::move_one_copy(

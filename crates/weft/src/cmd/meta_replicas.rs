@@ -90,11 +90,7 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
             fs.max_meta_replicas
         );
     }
-    let name_of = |id: NodeId| {
-        cfg.node(id)
-            .map(|n| n.name.clone())
-            .unwrap_or_else(|| format!("node {id}"))
-    };
+    let name_of = |id: NodeId| cfg.node_name(id);
     let deadline = Instant::now() + timeout;
     let mut changed = 0;
     if want == 1 {
@@ -214,11 +210,7 @@ async fn grow(
     deadline: Instant,
 ) -> Result<()> {
     let cfg = cluster.config();
-    let name_of = |id: NodeId| {
-        cfg.node(id)
-            .map(|n| n.name.clone())
-            .unwrap_or_else(|| format!("node {id}"))
-    };
+    let name_of = |id: NodeId| cfg.node_name(id);
     let replicas = replicas.to_vec();
     let joining: Vec<NodeId> = replicas.iter().copied().chain(witness).collect();
     println!(
@@ -280,11 +272,7 @@ async fn shrink(
     deadline: Instant,
 ) -> Result<()> {
     let cfg = cluster.config();
-    let name_of = |id: NodeId| {
-        cfg.node(id)
-            .map(|n| n.name.clone())
-            .unwrap_or_else(|| format!("node {id}"))
-    };
+    let name_of = |id: NodeId| cfg.node_name(id);
     let keep = match keep {
         Some(k) => k,
         None => leading_replica(cluster, fs, s, deadline).await?,
@@ -357,11 +345,7 @@ pub(super) async fn move_one_copy(
         return Ok(false);
     }
     let cfg = cluster.config();
-    let name_of = |id: NodeId| {
-        cfg.node(id)
-            .map(|n| n.name.clone())
-            .unwrap_or_else(|| format!("node {id}"))
-    };
+    let name_of = |id: NodeId| cfg.node_name(id);
     let (from_name, to_name) = (name_of(from), name_of(to));
     if one && s.node != from {
         bail!(
