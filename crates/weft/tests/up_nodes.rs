@@ -569,6 +569,27 @@ fn three_local_nodes_give_one_copy_metadata_replicas_while_serving() {
     for d in 0..6 {
         assert!(std::fs::read(mnt.join(format!("d{d}/big"))).unwrap() == big(d));
     }
+    // Moving it from a node that does not hold it, or onto its own node,
+    // is refused by name.
+    let out = weft(
+        &data,
+        &[
+            "meta", "move", "fs1", &on_node2, "--from", "node2", "--to", "node1",
+        ],
+    );
+    assert!(
+        out.contains(&format!(
+            "shard {on_node2} of fs1 has its one copy on node3, not on node2"
+        )),
+        "{out}"
+    );
+    let out = weft(
+        &data,
+        &[
+            "meta", "move", "fs1", &on_node2, "--from", "node3", "--to", "node3",
+        ],
+    );
+    assert!(out.contains("is on node3 already"), "{out}");
     // Open across the change: written before and after it.
     let mut open = std::fs::File::create(mnt.join("d0/open")).unwrap();
     open.write_all(b"before ").unwrap();
