@@ -214,7 +214,7 @@ async fn grow(
     let replicas = replicas.to_vec();
     let joining: Vec<NodeId> = replicas.iter().copied().chain(witness).collect();
     println!(
-        "weft: shard {} of {}: {} forms its Raft group; {} join it",
+        "weft: shard {} of {}: {} forms its Raft group; joining it: {}",
         s.id,
         fs.name,
         name_of(s.node),
@@ -285,7 +285,7 @@ async fn shrink(
         .map(name_of)
         .collect();
     println!(
-        "weft: shard {} of {}: {keep_name} keeps the one copy; {} leave the group",
+        "weft: shard {} of {}: {keep_name} keeps the one copy; leaving the group: {}",
         s.id,
         fs.name,
         others.join(", ")
@@ -314,8 +314,8 @@ async fn shrink(
     )
     .await?;
     println!(
-        "weft: shard {} of {}: one copy, on {keep_name}; {} delete theirs when their \
-         nodes learn of the change",
+        "weft: shard {} of {}: one copy, on {keep_name}; the copies on {} go when \
+         their nodes learn of the change",
         s.id,
         fs.name,
         others.join(", ")
