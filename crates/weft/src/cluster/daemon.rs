@@ -517,15 +517,27 @@ async fn serve_node(
                         true
                     }
                 };
-                if !newer {
-                    continue;
-                }
-                let Some(c) = current_config(&manager, &pool, &quorum_addrs).await else {
+                let wiring = ShardWiring {
+                    lock_lease_ms: cfg.failure_detection_time * 1000,
+                    barrier: barrier.as_ref(),
+                    peers: peers.as_ref(),
+                    raft_pool: raft_pool.clone(),
+                };
+                let fresh = if newer {
+                    current_config(&manager, &pool, &quorum_addrs)
+                        .await
+                        .filter(|c| c.epoch > epoch)
+                } else {
+                    None
+                };
+                let Some(c) = fresh else {
+                    // A shard that could not be opened or settled is tried
+                    // again a while later.
+                    if served.retry_due() {
+                        reconcile(&node, &mut served, &dir, cfg.node_id, &current, &wiring).await;
+                    }
                     continue;
                 };
-                if c.epoch <= epoch {
-                    continue;
-                }
                 epoch = c.epoch;
                 let previous = std::mem::replace(&mut current, c.clone());
                 quorum_addrs = c
@@ -538,20 +550,7 @@ async fn serve_node(
                     super::save_cache(&dir, &bytes);
                 }
                 mounts_follow.offer_config(&c);
-                reconcile(
-                    &node,
-                    &mut served,
-                    &dir,
-                    cfg.node_id,
-                    &c,
-                    &ShardWiring {
-                        lock_lease_ms: cfg.failure_detection_time * 1000,
-                        barrier: barrier.as_ref(),
-                        peers: peers.as_ref(),
-                        raft_pool: raft_pool.clone(),
-                    },
-                )
-                .await;
+                reconcile(&node, &mut served, &dir, cfg.node_id, &c, &wiring).await;
                 // After the servers know the new chain-table versions, so
                 // they refuse reads routed by the older table first.
                 resyncs.clean_left(&previous, &c, cfg.node_id, &resync_pool);

@@ -6,7 +6,9 @@
 //! away), and restarts a shard member whose role changed (`weft fs set -m`)
 //! from an empty copy. A replicated shard's member that the configuration
 //! leaves with the shard's one copy (`weft fs set -m 1`) applies its group's
-//! log and forgets the group before it serves alone.
+//! log and forgets the group before it serves alone. A shard that cannot be
+//! opened or settled is tried again [`RETRY_AFTER`] later, also while the
+//! configuration stays the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -28,6 +30,26 @@ pub(super) struct Served {
     /// The shards this node serves, and in which role.
     meta: BTreeMap<(u32, u16), ShardRole>,
     nsds: BTreeSet<u32>,
+    /// A shard placed here could not be opened or settled at the last
+    /// [`reconcile`]: when to try again.
+    retry_at: Option<std::time::Instant>,
+}
+
+/// How long after a shard could not be opened or settled the daemon tries
+/// again (while the configuration does not change).
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(15);
+
+impl Served {
+    /// Whether the last [`reconcile`] left a shard placed here unopened and
+    /// it is time to try again.
+    pub(super) fn retry_due(&self) -> bool {
+        self.retry_at
+            .is_some_and(|t| std::time::Instant::now() >= t)
+    }
+
+    fn incomplete(&mut self) {
+        self.retry_at = Some(std::time::Instant::now() + RETRY_AFTER);
+    }
 }
 
 /// How this node serves a shard.
@@ -158,8 +180,9 @@ async fn settle_one_copy(
 }
 
 /// How long a copy going back to one has to lead its group of one and
-/// apply its log.
-const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// apply its log (the daemon's loop waits meanwhile; a group of one leads
+/// at once).
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Opens a shard's database. A copy this node just stopped serving (its
 /// member changed role) may still be held for a moment by requests and
@@ -223,6 +246,7 @@ pub(super) async fn reconcile(
     cfg: &ClusterConfig,
     wiring: &ShardWiring<'_>,
 ) {
+    served.retry_at = None;
     for fs in &cfg.filesystems {
         for shard in &fs.shards {
             let key = (fs.id, shard.id);
@@ -260,6 +284,7 @@ pub(super) async fn reconcile(
             };
             if let Err(e) = std::fs::create_dir_all(dir.root.join("meta")) {
                 warn!(error = %e, "cannot create the meta directory");
+                served.incomplete();
                 continue;
             }
             let existed = dir.meta(&fs.name, shard.id).exists();
@@ -279,8 +304,9 @@ pub(super) async fn reconcile(
                         continue;
                     }
                     if let Err(e) = settle_one_copy(&m, me, fs.id, shard.id, wiring).await {
-                        warn!(fs = %fs.name, shard = shard.id, error = %e, "not serving the shard's one copy: it is not settled from its Raft group");
+                        warn!(fs = %fs.name, shard = shard.id, error = %e, "not serving the shard's one copy yet: it is not settled from its Raft group; trying again");
                         served.meta.remove(&key);
+                        served.incomplete();
                         continue;
                     }
                     if existed {
@@ -292,7 +318,8 @@ pub(super) async fn reconcile(
                     info!(fs = %fs.name, shard = shard.id, "serving metadata shard");
                 }
                 Err(e) => {
-                    warn!(fs = %fs.name, shard = shard.id, error = %e, "cannot open the metadata shard")
+                    warn!(fs = %fs.name, shard = shard.id, error = %e, "cannot open the metadata shard; trying again");
+                    served.incomplete();
                 }
             }
         }
