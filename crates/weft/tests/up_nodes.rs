@@ -210,15 +210,7 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
         },
     );
     for d in 0..6 {
-        for f in 0..5 {
-            let p = mnt.join(format!("d{d}/f{f}"));
-            assert_eq!(
-                std::fs::read_to_string(&p).unwrap(),
-                format!("{d}/{f}"),
-                "{}",
-                p.display()
-            );
-        }
+        check_small_files(&mnt, d);
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
         assert_eq!(
             std::fs::read_dir(mnt.join(format!("d{d}")))
@@ -300,10 +292,7 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
     kill_node(&data, 3);
     wait_led_without(&data, "fs0", 3);
     for d in 0..6 {
-        for f in 0..5 {
-            let p = mnt.join(format!("d{d}/f{f}"));
-            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
-        }
+        check_small_files(&mnt, d);
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
     }
     check_writer_files(&mnt, written);
@@ -332,10 +321,7 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
     let out = weft(&data, &["fs", "set", "fs0", "-m", "1"]);
     assert!(out.contains("(0 shard(s) changed)"), "{out}");
     for d in 0..6 {
-        for f in 0..5 {
-            let p = mnt.join(format!("d{d}/f{f}"));
-            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
-        }
+        check_small_files(&mnt, d);
         assert_eq!(
             std::fs::read(mnt.join(format!("d{d}/after"))).unwrap(),
             b"x"
@@ -388,6 +374,19 @@ fn while_writing(mnt: &Path, change: impl FnOnce() -> String) -> (String, usize)
     let written = writer.join().unwrap();
     assert!(written > 0, "the writer wrote nothing: {out}");
     (out, written)
+}
+
+/// The five small files `d{d}/f0`..`f4` the tests write read back.
+fn check_small_files(mnt: &Path, d: usize) {
+    for f in 0..5 {
+        let p = mnt.join(format!("d{d}/f{f}"));
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            format!("{d}/{f}"),
+            "{}",
+            p.display()
+        );
+    }
 }
 
 /// Every file [`while_writing`] wrote reads back.
@@ -625,10 +624,7 @@ fn three_local_nodes_give_one_copy_metadata_replicas_while_serving() {
     kill_node(&data, victim);
     wait_led_without(&data, "fs1", victim);
     for d in 0..6 {
-        for f in 0..5 {
-            let p = mnt.join(format!("d{d}/f{f}"));
-            assert_eq!(std::fs::read_to_string(&p).unwrap(), format!("{d}/{f}"));
-        }
+        check_small_files(&mnt, d);
         assert!(std::fs::read(mnt.join(format!("d{d}/big"))).unwrap() == big(d));
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
     }
