@@ -7,8 +7,14 @@
 //! held: they commute. The set lives in memory and is rebuilt from the
 //! intents table when the shard opens. With nothing held (the usual case) a
 //! check is one atomic load.
+//!
+//! A prepare holds its keys before its intent commits ("preparing") and
+//! lets go if the commit fails. Once the intent has committed, the hold
+//! must end when the intent does; [`Held::settled`] names the holds no
+//! prepare is still working on, so the owner can let go of those whose
+//! intent is gone (a decision applied while its commit's answer was lost).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -27,6 +33,8 @@ struct Inner {
     points: HashMap<(Space, Vec<u8>), u64>,
     prefixes: Vec<(Space, Vec<u8>, u64)>,
     by_txn: HashMap<u64, Keys>,
+    /// Transactions whose prepare has not committed its intent yet.
+    preparing: HashSet<u64>,
 }
 
 #[derive(Default)]
@@ -68,6 +76,37 @@ impl Held {
             self.count.fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// [`Self::hold`] for a prepare whose intent is not committed yet: not
+    /// among the [`Self::settled`] holds until [`Self::prepared`].
+    pub(crate) fn hold_preparing(&self, txid: u64, keys: Keys) -> Result<(), u64> {
+        self.hold(txid, keys)?;
+        self.inner().preparing.insert(txid);
+        Ok(())
+    }
+
+    /// The prepare of `txid` ended: its intent committed (`landed`) and it
+    /// holds on, or it did not and lets go.
+    pub(crate) fn prepared(&self, txid: u64, landed: bool) {
+        self.inner().preparing.remove(&txid);
+        if !landed {
+            self.release(txid);
+        }
+    }
+
+    /// The transactions holding keys whose intent has committed (or which
+    /// were held again from the intents table).
+    pub(crate) fn settled(&self) -> Vec<u64> {
+        if self.count() == 0 {
+            return Vec::new();
+        }
+        let g = self.inner();
+        g.by_txn
+            .keys()
+            .filter(|t| !g.preparing.contains(t))
+            .copied()
+            .collect()
     }
 
     /// Lets go of everything `txid` holds.
@@ -188,5 +227,26 @@ mod tests {
         assert!(h.check_key(Space::Dirents, b"ab").is_ok());
         h.hold(2, keys(&[b"xz"], &[])).unwrap();
         assert_eq!(h.count(), 1);
+    }
+
+    #[test]
+    fn a_hold_is_settled_once_its_prepare_landed_and_gone_if_it_did_not() {
+        let h = Held::default();
+        h.hold(1, keys(&[b"a"], &[])).unwrap();
+        h.hold_preparing(2, keys(&[b"b"], &[])).unwrap();
+        h.hold_preparing(3, keys(&[b"c"], &[])).unwrap();
+        assert_eq!(h.settled(), vec![1], "prepares still at work are left out");
+        h.prepared(2, true);
+        h.prepared(3, false);
+        let mut s = h.settled();
+        s.sort();
+        assert_eq!(s, vec![1, 2]);
+        assert!(
+            h.check_key(Space::Dirents, b"c").is_ok(),
+            "a failed prepare lets go"
+        );
+        assert!(h.check_key(Space::Dirents, b"b").is_err());
+        h.reset();
+        assert!(h.settled().is_empty());
     }
 }

@@ -26,7 +26,9 @@
 //! every decision older than [`STALE`]; a participant whose intent is older
 //! than that asks its coordinator for the transaction's fate, and a
 //! coordinator asked about a transaction it never decided records it
-//! aborted, so a late decision cannot commit it afterwards.
+//! aborted, so a late decision cannot commit it afterwards; a participant
+//! lets go of keys still held for a transaction whose intent is gone (its
+//! apply or abort committed but the commit's answer was lost).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -348,14 +350,13 @@ impl MetaServer {
                 .insert(txid, encode(&intent)?.as_slice())?;
         }
         tx.wrote(Table::Intents, txid);
-        if let Err(other) = self.held.hold(txid, keys) {
+        if let Err(other) = self.held.hold_preparing(txid, keys) {
             tx.abort()?;
             return Err(OpError::Locked { txid: other });
         }
-        if let Err(e) = tx.commit() {
-            self.held.release(txid);
-            return Err(e);
-        }
+        let landed = tx.commit();
+        self.held.prepared(txid, landed.is_ok());
+        landed?;
         self.flusher.mark_dirty();
         self.flusher.sync(&self.db)?;
         Ok(ShardReply::Prepared)
@@ -383,6 +384,9 @@ impl MetaServer {
         };
         let Some(intent) = found else {
             tx.abort()?;
+            // An earlier finish committed but its answer was lost: it may
+            // not have let go of the keys.
+            self.held.release(txid);
             return Ok(());
         };
         tx.wrote(Table::Intents, txid);
@@ -596,6 +600,9 @@ impl MetaServer {
     }
 
     fn try_resolve_stale(&self) -> Result<usize, OpError> {
+        // Taken before the intents are read: a settled hold's intent had
+        // committed by then, so one missing from them has ended.
+        let held = self.held.settled();
         let (decisions, intents) = {
             let txn = self.db.begin_read()?;
             let mut decisions = Vec::new();
@@ -613,6 +620,13 @@ impl MetaServer {
             (decisions, intents)
         };
         let mut settled = 0;
+        for txid in held {
+            if !intents.iter().any(|(t, _, _)| *t == txid) {
+                tracing::warn!(txid, "let go of the keys of a transaction no intent names");
+                self.held.release(txid);
+                settled += 1;
+            }
+        }
         for (txid, d) in decisions {
             let done = match d.fate {
                 Fate::Committed => {

@@ -205,6 +205,46 @@ fn a_decided_transaction_whose_apply_was_lost_is_applied_later() {
     assert_eq!(sh.srv[1].intents_held(), 0);
 }
 
+/// A finish (apply or abort) whose commit landed but whose answer was
+/// lost leaves the participant holding keys for an intent that is gone: a
+/// second finish, or the next settling, lets go of them, so operations on
+/// those keys do not wait until they fail with `Busy`.
+#[test]
+fn keys_held_for_a_transaction_whose_intent_is_gone_are_let_go() {
+    let sh = Shards::new(2);
+    let dirs = spread(&sh, 8);
+    let d = *dirs.iter().find(|d| ino_shard(**d) == 1).unwrap();
+    let dirent = |name: &str| [&d.to_be_bytes()[..], name.as_bytes()].concat();
+    let hold = |txid: u64, name: &str| {
+        let keys = crate::held::Keys {
+            points: vec![(Space::Dirents, dirent(name))],
+            prefixes: vec![],
+        };
+        sh.srv[1].held.hold(txid, keys).unwrap();
+    };
+
+    // A re-sent abort finds no intent and lets go.
+    hold(make_ino(0, 5), "a");
+    let abort = ShardOp::Abort {
+        txid: make_ino(0, 5),
+    };
+    let (resp, _) = sh.srv[1].handle(
+        weft_proto::msg::MetaRequest::Shard(abort),
+        bytes::Bytes::new(),
+    );
+    assert_eq!(resp, weft_proto::msg::Response::Shard(ShardReply::Done));
+    assert_eq!(sh.srv[1].intents_held(), 0);
+
+    // Nobody re-sends: the settling finds no intent for the hold and lets
+    // go, while a hold whose intent is there stays.
+    hold(make_ino(0, 6), "b");
+    orphan_prepare(&sh, make_ino(0, 7), d);
+    assert_eq!(sh.srv[1].intents_held(), 2);
+    assert_eq!(sh.srv[1].resolve_stale(), 1);
+    assert_eq!(sh.srv[1].intents_held(), 1, "the prepared intent holds on");
+    sh.make(d, "b", NewNode::File).unwrap();
+}
+
 #[test]
 fn a_participant_that_is_down_fails_the_operation_and_changes_nothing() {
     let sh = Shards::new(2);
