@@ -260,28 +260,49 @@ impl DataPath {
         what: &'static str,
         make: impl Fn(NsdId, u64) -> NsdRequest,
     ) -> Result<Vec<Response>, ClientError> {
+        self.per_nsd_of(std::slice::from_ref(f), writers, what, |nsd, version, _| {
+            make(nsd, version)
+        })
+        .await
+    }
+
+    /// [`DataPath::per_nsd`] for several files: one request per NSD, made
+    /// for the files with chains on it.
+    async fn per_nsd_of(
+        &self,
+        files: &[FileData],
+        writers: bool,
+        what: &'static str,
+        make: impl Fn(NsdId, u64, &[&FileData]) -> NsdRequest,
+    ) -> Result<Vec<Response>, ClientError> {
         let started = Instant::now();
         loop {
             let cfg = self.cluster.config();
-            let mut nsds = BTreeMap::new();
+            let mut nsds: BTreeMap<NsdId, (u64, Vec<&FileData>)> = BTreeMap::new();
             let mut trouble = Trouble::default();
-            for r in self.all_routes(&cfg, f)? {
-                if r.serving.is_empty() {
-                    trouble.stale = true;
-                }
-                let members: Vec<NsdId> = if writers {
-                    r.writers().collect()
-                } else {
-                    r.serving.clone()
-                };
-                for n in members {
-                    nsds.insert(n, r.version);
+            for f in files {
+                for r in self.all_routes(&cfg, f)? {
+                    if r.serving.is_empty() {
+                        trouble.stale = true;
+                    }
+                    let members: Vec<NsdId> = if writers {
+                        r.writers().collect()
+                    } else {
+                        r.serving.clone()
+                    };
+                    for n in members {
+                        let (_, on) = nsds.entry(n).or_insert_with(|| (r.version, Vec::new()));
+                        // Several chains of one file may share an NSD.
+                        if !on.last().is_some_and(|last| std::ptr::eq(*last, f)) {
+                            on.push(f);
+                        }
+                    }
                 }
             }
             let mut out = Vec::new();
             if trouble.is_clear() {
-                let ops = nsds.iter().map(|(nsd, version)| {
-                    let req = make(*nsd, *version);
+                let ops = nsds.iter().map(|(nsd, (version, on))| {
+                    let req = make(*nsd, *version, on);
                     async move { (*nsd, *version, self.call(*nsd, req, Bytes::new()).await) }
                 });
                 for (nsd, version, res) in join_all(ops).await {
@@ -296,6 +317,21 @@ impl DataPath {
             }
             self.recover(started, cfg.epoch, trouble, what).await?;
         }
+    }
+
+    /// Deletes every chunk of `files` (unlinked files being freed): one
+    /// request per NSD for them all.
+    pub(crate) async fn delete_files(&self, files: &[FileData]) -> Result<(), ClientError> {
+        self.per_nsd_of(files, true, "delete", |nsd, version, on| {
+            NsdRequest::DeleteFiles {
+                nsd,
+                fs: self.fs.id,
+                files: on.iter().map(|f| (f.ino, f.gen)).collect(),
+                chain_ver: version,
+            }
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Writes `data` at `offset`; every block's piece goes to every member

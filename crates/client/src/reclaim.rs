@@ -7,7 +7,9 @@
 //! unlink through the mount answers as soon as the name is gone and hands
 //! the orphan to this queue: one task frees whatever has gathered within
 //! [`LINGER`] — one `Sync` per metadata shard for the whole batch, then the
-//! chunks, then the inodes. `statfs` waits for the queue, so free space
+//! chunks (one `DeleteFiles` request per NSD for up to [`FULL_BATCH`]
+//! files), then the inodes (one `Reclaim` transaction per shard); a batch
+//! that fails is freed again file by file. `statfs` waits for the queue, so free space
 //! reads right after an `rm`. Orphans still queued when the process dies stay on the shard's
 //! orphan list and are freed at the next start (`Client::reclaim_orphans`).
 
@@ -22,7 +24,7 @@ use weft_proto::types::{ino_shard, make_ino, Orphan};
 
 use crate::client::Client;
 
-/// Orphans freed at once (chunks of different files in parallel).
+/// Orphans freed at once when a batch is freed file by file.
 const PARALLEL: usize = 16;
 /// How long a small batch waits for more unlinks before its `Sync`. A
 /// durable commit holds the shard's writer for about as long as a few
@@ -116,21 +118,29 @@ pub(crate) async fn drain(client: Arc<Client>) {
                 }
             }
         }
-        let c = &client;
-        let synced = &synced;
-        stream::iter(batch)
-            .filter(|o| {
-                let ready = !has_chunks(o) || synced.contains(&ino_shard(o.ino));
-                async move { ready }
-            })
-            .for_each_concurrent(PARALLEL, |o| async move {
-                if let Err(e) = c.free_synced_orphan(&o).await {
-                    warn!(ino = o.ino, error = %e, "cannot free an unlinked file; it is freed at the next start");
-                }
-            })
-            .await;
+        let ready: Vec<Orphan> = batch
+            .into_iter()
+            .filter(|o| !has_chunks(o) || synced.contains(&ino_shard(o.ino)))
+            .collect();
+        for part in ready.chunks(FULL_BATCH) {
+            if let Err(e) = client.free_synced_orphans(part).await {
+                warn!(files = part.len(), error = %e, "cannot free a batch of unlinked files; freeing them one by one");
+                one_by_one(&client, part).await;
+            }
+        }
         q.done(n);
     }
+}
+
+/// Frees `orphans` each on its own, [`PARALLEL`] at once.
+async fn one_by_one(client: &Client, orphans: &[Orphan]) {
+    stream::iter(orphans)
+        .for_each_concurrent(PARALLEL, |o| async move {
+            if let Err(e) = client.free_synced_orphan(o).await {
+                warn!(ino = o.ino, error = %e, "cannot free an unlinked file; it is freed at the next start");
+            }
+        })
+        .await;
 }
 
 /// Whether freeing the orphan deletes chunks (so its unlink must be durable first).

@@ -373,7 +373,10 @@ mod server_tests {
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(swept(3), vec![a.ino], "its freeing stopped: again");
         assert!(swept(4).is_empty(), "once");
-        assert_eq!(fx.call(MetaRequest::Reclaim { ino: a.ino }), Response::Unit);
+        assert_eq!(
+            fx.call(MetaRequest::Reclaim { inos: vec![a.ino] }),
+            Response::Unit
+        );
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert!(swept(4).is_empty(), "reclaimed");
     }

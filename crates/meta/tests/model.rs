@@ -381,7 +381,10 @@ fn step(m: &mut Model, s: &Shard, op: &Op) -> Result<(), TestCaseError> {
             let Some(o) = pick(&list, orphan) else {
                 return Ok(());
             };
-            prop_assert_eq!(outcome(&s.call(MetaRequest::Reclaim { ino: o })), Ok(()));
+            prop_assert_eq!(
+                outcome(&s.call(MetaRequest::Reclaim { inos: vec![o] })),
+                Ok(())
+            );
             m.orphans.remove(&o);
             m.kinds.remove(&o);
         }

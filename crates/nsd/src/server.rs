@@ -448,6 +448,20 @@ impl NsdServer {
                     .delete_from(fs, ino, gen, from_block)
                     .map(allocated)
             }
+            NsdRequest::DeleteFiles {
+                nsd,
+                fs,
+                files,
+                chain_ver,
+            } => {
+                self.check_chain(nsd, chain_ver)?;
+                let store = self.store(nsd)?;
+                let mut delta = 0;
+                for (ino, gen) in files {
+                    delta += store.delete_from(fs, ino, gen, 0)?;
+                }
+                Ok(allocated(delta))
+            }
             NsdRequest::Sync { nsd, fs, ino, gen } => {
                 self.store(nsd)?.sync_file(fs, ino, gen).map(|()| unit())
             }
@@ -536,6 +550,7 @@ fn op_name(req: &NsdRequest) -> &'static str {
         NsdRequest::Read { .. } => "read",
         NsdRequest::Truncate { .. } => "truncate",
         NsdRequest::DeleteFrom { .. } => "delete_from",
+        NsdRequest::DeleteFiles { .. } => "delete_files",
         NsdRequest::Sync { .. } => "sync",
         NsdRequest::Stats => "stats",
         NsdRequest::ListChunks { .. } => "list_chunks",
@@ -560,9 +575,10 @@ fn target_of(req: &NsdRequest) -> (Option<Ino>, Option<u64>) {
             ino, from_block, ..
         } => (Some(*ino), Some(*from_block)),
         NsdRequest::Sync { ino, .. } | NsdRequest::ListChunks { ino, .. } => (Some(*ino), None),
-        NsdRequest::Stats | NsdRequest::Barrier { .. } | NsdRequest::ChunkVersions { .. } => {
-            (None, None)
-        }
+        NsdRequest::Stats
+        | NsdRequest::Barrier { .. }
+        | NsdRequest::ChunkVersions { .. }
+        | NsdRequest::DeleteFiles { .. } => (None, None),
     }
 }
 
@@ -572,6 +588,7 @@ fn nsd_of(req: &NsdRequest) -> Option<NsdId> {
         | NsdRequest::Read { nsd, .. }
         | NsdRequest::Truncate { nsd, .. }
         | NsdRequest::DeleteFrom { nsd, .. }
+        | NsdRequest::DeleteFiles { nsd, .. }
         | NsdRequest::Sync { nsd, .. }
         | NsdRequest::ListChunks { nsd, .. }
         | NsdRequest::Allocate { nsd, .. }

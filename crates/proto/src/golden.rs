@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 26;
+const TABLE_WIRE_VERSION: u16 = 27;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -182,6 +182,16 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             "00040507aa80808080804009",
         ),
         ("NsdRequest::Stats", nsd(NsdRequest::Stats), "0005"),
+        (
+            "NsdRequest::DeleteFiles",
+            nsd(NsdRequest::DeleteFiles {
+                nsd: 5,
+                fs: 7,
+                files: vec![(INO, 9)],
+                chain_ver: 0,
+            }),
+            "000c050701aa8080808080400900",
+        ),
         (
             "NsdRequest::ListChunks",
             nsd(NsdRequest::ListChunks {
@@ -413,8 +423,8 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         ("MetaRequest::Orphans", meta(MetaRequest::Orphans), "0107011501e8076402041b"),
         (
             "MetaRequest::Reclaim",
-            meta(MetaRequest::Reclaim { ino: INO }),
-            "01070116aa80808080804001e8076402041b",
+            meta(MetaRequest::Reclaim { inos: vec![INO] }),
+            "0107011601aa80808080804001e8076402041b",
         ),
         (
             "MetaRequest::CreateMasked",
@@ -1371,6 +1381,7 @@ fn nsd_variant(r: &NsdRequest) -> &'static str {
         NsdRequest::Read { .. } => "Read",
         NsdRequest::Truncate { .. } => "Truncate",
         NsdRequest::DeleteFrom { .. } => "DeleteFrom",
+        NsdRequest::DeleteFiles { .. } => "DeleteFiles",
         NsdRequest::Sync { .. } => "Sync",
         NsdRequest::Stats => "Stats",
         NsdRequest::ListChunks { .. } => "ListChunks",

@@ -253,6 +253,16 @@ pub enum NsdRequest {
         /// NSD knows a newer one.
         under: u64,
     },
+    /// `DeleteFrom` block 0 for each of several files (inode, generation):
+    /// freeing a batch of unlinked files costs one request per NSD.
+    /// Answered with the sum of the allocation changes.
+    DeleteFiles {
+        nsd: NsdId,
+        fs: FsId,
+        files: Vec<(Ino, u64)>,
+        /// As in `Truncate`.
+        chain_ver: u64,
+    },
 }
 
 /// One chunk replica's identity and version, as a resync compares them.
@@ -393,9 +403,10 @@ pub enum MetaRequest {
     },
     Counters,
     Orphans,
-    /// Forgets an orphan after its chunks were deleted.
+    /// Forgets orphans of this shard after their chunks were deleted, in
+    /// one transaction; an inode already forgotten is skipped.
     Reclaim {
-        ino: Ino,
+        inos: Vec<Ino>,
     },
     /// `Create` as the kernel asks with POSIX ACLs on: `mode` is the
     /// requested permission bits *before* the umask. If the parent has a

@@ -3,10 +3,12 @@
 //! background in batches (`crate::reclaim`); orphans left by a crash are
 //! freed at the next start.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use tracing::{debug, warn};
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::Orphan;
+use weft_proto::types::{ino_shard, Ino, Orphan, ShardId};
 use weft_proto::Response;
 
 use crate::cluster::unexpected;
@@ -83,15 +85,35 @@ impl Client {
     /// [`Client::reclaim`] once the unlink is durable.
     pub(crate) async fn free_synced_orphan(&self, o: &Orphan) -> Result<(), ClientError> {
         if has_chunks(o) {
-            let f = FileData {
-                ino: o.ino,
-                gen: o.gen,
-                layout: o.layout,
-            };
-            self.data.truncate(&f, 0).await?;
+            self.data.truncate(&file_data(o), 0).await?;
         }
-        self.meta_unit(o.ino, MetaRequest::Reclaim { ino: o.ino }, "reclaim")
+        self.meta_unit(o.ino, MetaRequest::Reclaim { inos: vec![o.ino] }, "reclaim")
             .await
+    }
+
+    /// [`Client::free_synced_orphan`] for a batch: the chunks of them all
+    /// with one request per NSD, then the inodes with one `Reclaim` per
+    /// shard. Both steps may be repeated (for all or one by one) after a
+    /// failure: what is gone already is skipped.
+    pub(crate) async fn free_synced_orphans(&self, batch: &[Orphan]) -> Result<(), ClientError> {
+        let files: Vec<FileData> = batch
+            .iter()
+            .filter(|o| has_chunks(o))
+            .map(file_data)
+            .collect();
+        if !files.is_empty() {
+            self.data.delete_files(&files).await?;
+        }
+        let mut by_shard: BTreeMap<ShardId, Vec<Ino>> = BTreeMap::new();
+        for o in batch {
+            by_shard.entry(ino_shard(o.ino)).or_default().push(o.ino);
+        }
+        for inos in by_shard.into_values() {
+            let route = inos[0];
+            self.meta_unit(route, MetaRequest::Reclaim { inos }, "reclaim")
+                .await?;
+        }
+        Ok(())
     }
 
     /// Frees the inodes whose last name went while they were open when a
@@ -115,5 +137,13 @@ impl Client {
             }
         }
         Ok(n)
+    }
+}
+
+fn file_data(o: &Orphan) -> FileData {
+    FileData {
+        ino: o.ino,
+        gen: o.gen,
+        layout: o.layout,
     }
 }

@@ -59,7 +59,7 @@ mod tests {
             2,
             "an orphan still holds its record"
         );
-        fx.unit(MetaRequest::Reclaim { ino: a.ino });
+        fx.unit(MetaRequest::Reclaim { inos: vec![a.ino] });
         assert_eq!(
             fx.counters(),
             FsCounters {

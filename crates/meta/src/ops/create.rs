@@ -343,7 +343,9 @@ mod tests {
         assert_eq!(err, ErrorKind::NoSpace);
         fx.unlink(ROOT_INO, "a").unwrap();
         let o = fx.orphans();
-        fx.unit(MetaRequest::Reclaim { ino: o[0].ino });
+        fx.unit(MetaRequest::Reclaim {
+            inos: vec![o[0].ino],
+        });
         fx.file(ROOT_INO, "c");
     }
 }

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use weft_proto::msg::{MetaRequest, Response};
-use weft_proto::types::{Ino, Orphan, Timespec};
+use weft_proto::types::{ino_shard, Ino, Orphan, Timespec};
 use weft_proto::ErrorKind;
 
-use crate::fail::OpError;
+use crate::fail::{refuse, OpError};
 use crate::ops::{self, Ctx};
 
 use super::{current_client, local_only, note_escape, MetaServer, LEARNER_WAIT};
@@ -311,12 +311,25 @@ impl MetaServer {
                 Response::Counters(self.read(|s| ops::counters::counters(s, ctx))?)
             }
             MetaRequest::Orphans => Response::Orphans(self.read(|s| ops::orphans::orphans(s))?),
-            MetaRequest::Reclaim { ino } => {
-                self.write(|s| ops::reclaim::reclaim(s, ino))?;
-                match self.handed.lock() {
-                    Ok(mut g) => g.remove(&ino),
-                    Err(p) => p.into_inner().remove(&ino),
+            MetaRequest::Reclaim { inos } => {
+                let shard = self.spec().shard;
+                if let Some(ino) = inos.iter().find(|i| ino_shard(**i) != shard) {
+                    return Err(refuse(
+                        ErrorKind::Invalid,
+                        format!(
+                            "inode {ino} belongs to shard {}, not {shard}: send each shard its own orphans",
+                            ino_shard(*ino)
+                        ),
+                    ));
+                }
+                self.write(|s| ops::reclaim::reclaim(s, &inos))?;
+                let mut handed = match self.handed.lock() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
                 };
+                for ino in &inos {
+                    handed.remove(ino);
+                }
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),

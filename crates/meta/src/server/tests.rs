@@ -159,7 +159,7 @@ fn arb_request() -> impl Strategy<Value = (MetaRequest, Vec<u8>)> {
             .prop_map(move |(ino, name)| no_data(MetaRequest::RemoveXattr { ino, name })),
         Just(no_data(MetaRequest::Counters)),
         Just(no_data(MetaRequest::Orphans)),
-        ino().prop_map(move |ino| no_data(MetaRequest::Reclaim { ino })),
+        ino().prop_map(move |ino| no_data(MetaRequest::Reclaim { inos: vec![ino] })),
     ]
 }
 

@@ -196,6 +196,42 @@ fn delete_from_removes_later_blocks() {
 }
 
 #[test]
+fn delete_files_removes_every_chunk_of_each_file_named() {
+    let e = env();
+    for ino in 10..14 {
+        for b in 0..2 {
+            e.write_ok(1, chunk(ino, b), 0, &pattern(b, 1000));
+        }
+    }
+    let del = |files: Vec<(u64, u64)>| NsdRequest::DeleteFiles {
+        nsd: 1,
+        fs: 1,
+        files,
+        chain_ver: 0,
+    };
+    // Files 10 and 12, and one that has no chunks here.
+    assert_eq!(
+        e.request(del(vec![(10, 1), (12, 1), (99, 1)])),
+        Response::Allocated(-4 * (4 << 10))
+    );
+    for ino in [10, 12] {
+        assert_eq!(e.read_all(1, chunk(ino, 0)), None);
+        assert_eq!(e.read_all(1, chunk(ino, 1)), None);
+        let dir = e.server.chunk_path(1, &chunk(ino, 0)).unwrap();
+        assert!(!dir.parent().unwrap().exists(), "file directory removed");
+    }
+    for ino in [11, 13] {
+        assert_eq!(e.read_all(1, chunk(ino, 1)).unwrap(), pattern(1, 1000));
+    }
+    assert_eq!(e.stat(1).chunks, 4);
+    // Sent again (a retried batch): nothing left to free.
+    assert_eq!(
+        e.request(del(vec![(10, 1), (12, 1)])),
+        Response::Allocated(0)
+    );
+}
+
+#[test]
 fn sync_and_synced_writes() {
     let e = env();
     let c = chunk(6, 0);
