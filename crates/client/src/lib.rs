@@ -16,6 +16,7 @@
 //! - `lease`: keeps the locks and opens of this client alive on the meta shards.
 //! - `caller`: the credentials a metadata request is made for.
 
+mod atime;
 mod caller;
 mod client;
 pub mod cluster;

@@ -122,15 +122,13 @@ impl Client {
         self.meta_attr(parent, req, Bytes::new(), "create").await
     }
 
-    /// A read of `ino` happened: moves its atime if relatime asks for it.
-    pub async fn touch_atime(&self, ino: Ino) -> Result<Attr, ClientError> {
-        self.meta_attr(
-            ino,
-            MetaRequest::TouchAtime { ino },
-            Bytes::new(),
-            "touch atime",
-        )
-        .await
+    /// A read of `ino` happened: its atime moves if relatime asks for it,
+    /// sent to the shard shortly after with other reads (see `atime`).
+    pub fn touch_atime(&self, ino: Ino) {
+        if !self.atimes.note(ino, weft_proto::types::Timespec::now()) {
+            return;
+        }
+        self.start("send atime updates", crate::atime::send);
     }
 
     /// This client's part of a lock holder's identity: the id its

@@ -152,13 +152,6 @@ impl Shared {
         }
     }
 
-    /// Relatime: the first read through a handle may move the atime.
-    async fn touch_atime(&self, ino: Ino) {
-        if let Err(e) = self.client.touch_atime(ino).await {
-            tracing::debug!(ino, error = %e, "atime update failed");
-        }
-    }
-
     /// A lock request's lock as the meta role holds it.
     fn byte_lock(
         &self,
@@ -649,12 +642,11 @@ impl Filesystem for WeftFs {
         };
         let direct = flags.0 & libc::O_DIRECT != 0;
         let serve = move |st: Arc<Shared>| async move {
-            let read = st.client.read_with(ino.0, offset, size, direct);
-            let res = if first_read {
-                tokio::join!(read, st.touch_atime(ino.0)).0
-            } else {
-                read.await
-            };
+            // Relatime: the first read through a handle may move the atime.
+            if first_read {
+                st.client.touch_atime(ino.0);
+            }
+            let res = st.client.read_with(ino.0, offset, size, direct).await;
             match res {
                 Ok(data) => {
                     st.metrics.read_bytes.inc_by(data.len() as u64);
@@ -813,7 +805,7 @@ impl Filesystem for WeftFs {
         };
         self.spawn(span, move |st| async move {
             if offset == 0 {
-                st.touch_atime(ino.0).await;
+                st.client.touch_atime(ino.0);
             }
             let client = &st.client;
             let mut stream = stream.lock().await;
@@ -858,7 +850,7 @@ impl Filesystem for WeftFs {
         };
         self.spawn(span, move |st| async move {
             if offset == 0 {
-                st.touch_atime(ino.0).await;
+                st.client.touch_atime(ino.0);
             }
             let client = &st.client;
             // `.` and `..` carry placeholder attributes: the kernel skips

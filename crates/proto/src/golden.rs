@@ -442,8 +442,10 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
         ),
         (
             "MetaRequest::TouchAtime",
-            meta(MetaRequest::TouchAtime { ino: INO }),
-            "01070118aa80808080804001e8076402041b",
+            meta(MetaRequest::TouchAtime {
+                touched: vec![(INO, Timespec { secs: 5, nanos: 6 })],
+            }),
+            "0107011801aa8080808080400a0601e8076402041b",
         ),
         (
             "MetaRequest::GetLock",

@@ -425,11 +425,14 @@ pub enum MetaRequest {
         gid: u32,
         open_by: Option<u64>,
     },
-    /// A read happened: atime becomes now if relatime asks for it (atime
-    /// not after mtime or ctime, or a day old). ctime does not move.
-    /// Answers `Attr`.
+    /// Reads happened, at these times: each inode's atime becomes its
+    /// read time where Linux's relatime rule asks for it
+    /// ([`crate::types::relatime_moves`]); ctime does not move, and an
+    /// inode that is gone is skipped. A client gathers its reads and sends
+    /// them in batches, one per shard, as GPFS updates atimes periodically.
+    /// Answers `Unit`.
     TouchAtime {
-        ino: Ino,
+        touched: Vec<(Ino, Timespec)>,
     },
     /// `F_GETLK`: the first lock of another holder that conflicts with
     /// `lock`, if any. Answers `Lock`.

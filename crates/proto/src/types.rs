@@ -88,6 +88,16 @@ impl Timespec {
     }
 }
 
+/// How old an atime may get before any read refreshes it (relatime).
+pub const RELATIME_MAX_AGE_SECS: i64 = 24 * 60 * 60;
+
+/// Linux's relatime rule: a read at `now` moves an atime that is not after
+/// the mtime, not after the ctime, or a day old; otherwise it stays, so
+/// repeated reads change nothing.
+pub fn relatime_moves(atime: Timespec, mtime: Timespec, ctime: Timespec, now: Timespec) -> bool {
+    atime <= mtime || atime <= ctime || now.secs.saturating_sub(atime.secs) >= RELATIME_MAX_AGE_SECS
+}
+
 /// Attributes of an inode as the meta role returns them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attr {

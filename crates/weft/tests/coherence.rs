@@ -233,6 +233,36 @@ fn changes_on_one_node_are_seen_on_another_at_once() {
         }
     }
     clock.say(&format!("{ROUNDS} rounds, each change seen at once"));
+
+    // A read's atime update is sent with others a moment later (see
+    // `crates/client/src/atime.rs`): the reading node shows it at once, the
+    // other once it is sent.
+    let f = m1.join("d0/read-me");
+    std::fs::write(&f, b"read me").unwrap();
+    let before = stat(&f).unwrap();
+    assert_eq!(std::fs::read(m2.join("d0/read-me")).unwrap(), b"read me");
+    let at = |s: &libc::stat| (s.st_atime, s.st_atime_nsec);
+    let here = stat(&m2.join("d0/read-me")).unwrap();
+    assert!(
+        at(&here) > at(&before),
+        "the reading node shows the read's atime"
+    );
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let there = stat(&f).unwrap();
+        if at(&there) == at(&here) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the other node still shows atime {:?} 5 s after a read set {:?}",
+            at(&there),
+            at(&here)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    clock.say("a read's atime reached the other node");
+
     let lost = lost_tokens(&c);
     assert!(lost.is_empty(), "a client lost its tokens: {lost:?}");
 }

@@ -186,6 +186,8 @@ pub struct Client {
     pub(crate) tokens: TokenKeeper,
     /// Unlinked files freed in the background.
     reclaims: ReclaimQueue,
+    /// Reads whose atime update is not sent yet.
+    pub(crate) atimes: crate::atime::Atimes,
     /// The buckets of the split directories met (see `split`).
     pub(crate) splits: crate::split::SplitDirs,
     /// The byte ranges of open files this client may read or write.
@@ -231,6 +233,7 @@ impl Client {
             lease: LeaseKeeper::default(),
             tokens: TokenKeeper::default(),
             reclaims: ReclaimQueue::default(),
+            atimes: Default::default(),
             splits: Default::default(),
             data_tokens: Default::default(),
             me: me.clone(),
@@ -338,6 +341,21 @@ impl Client {
     }
 
     // ---- plumbing -------------------------------------------------------
+
+    /// Starts `task` with this client on the current runtime (a background
+    /// job: `what` names it in the warning when there is no runtime).
+    pub(crate) fn start<F, Fut>(&self, what: &str, task: F)
+    where
+        F: FnOnce(Arc<Client>) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
+            (Some(me), Ok(rt)) => {
+                rt.spawn(task(me));
+            }
+            _ => tracing::warn!("no runtime to {what}"),
+        }
+    }
 
     pub(crate) fn meta_peer(&self, ino: Ino) -> Result<Arc<Peer>, ClientError> {
         self.cluster.shard_peer(&self.fs, ino_shard(ino))
@@ -493,8 +511,10 @@ impl Client {
         }
     }
 
-    /// Attributes with this client's uncommitted writes laid over them.
+    /// Attributes with this client's uncommitted writes and unsent atime
+    /// updates laid over them.
     fn overlay(&self, mut attr: Attr) -> Attr {
+        self.atimes.overlay(&mut attr);
         if let Some(f) = self.open_file(attr.ino) {
             f.with(|s| {
                 if s.attr.gen == attr.gen {

@@ -31,12 +31,10 @@ impl Client {
         if !self.reclaims.push(o) {
             return;
         }
-        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
-            (Some(me), Ok(rt)) => {
-                rt.spawn(crate::reclaim::drain(me));
-            }
-            _ => warn!("no runtime to free unlinked files; they are freed at the next start"),
-        }
+        self.start(
+            "free unlinked files; they are freed at the next start",
+            crate::reclaim::drain,
+        );
     }
 
     pub(crate) fn reclaims(&self) -> &ReclaimQueue {

@@ -1,43 +1,47 @@
-//! `TouchAtime`: a read happened. atime becomes now if Linux's relatime
-//! rule asks for it — atime not after mtime, not after ctime, or a day old —
-//! and otherwise stays, so that repeated reads write nothing. ctime does not
-//! move: an atime update is not a status change.
+//! `TouchAtime`: reads happened. Each inode's atime becomes its read time
+//! if Linux's relatime rule asks for it — atime not after mtime, not after
+//! ctime, or a day old — and otherwise stays, so that repeated reads write
+//! nothing. ctime does not move: an atime update is not a status change.
+//! A client sends its reads in batches; inodes gone meanwhile are skipped.
 
-use weft_proto::types::{Attr, Ino, Timespec};
+use weft_proto::types::{relatime_moves, Ino, Timespec};
 
-use super::{load, Ctx};
 use crate::fail::OpError;
 use crate::inode::Inode;
 use crate::store::{Reader, WriteStore};
 
-/// How old an atime may get before any read refreshes it.
-const RELATIME_MAX_AGE_SECS: i64 = 24 * 60 * 60;
-
-/// Whether a read at `now` updates `inode`'s atime.
-pub(crate) fn needs_update(inode: &Inode, now: Timespec) -> bool {
-    inode.atime <= inode.mtime
-        || inode.atime <= inode.ctime
-        || now.secs.saturating_sub(inode.atime.secs) >= RELATIME_MAX_AGE_SECS
+/// Whether a read at `at` moves `inode`'s atime.
+pub(crate) fn needs_update(inode: &Inode, at: Timespec) -> bool {
+    at > inode.atime && relatime_moves(inode.atime, inode.mtime, inode.ctime, at)
 }
 
-/// The read-only first look: the attributes when nothing needs writing,
-/// `None` when atime must move (then [`touch_atime`] in a write transaction).
-pub(crate) fn unchanged(r: &impl Reader, ino: Ino, now: Timespec) -> Result<Option<Attr>, OpError> {
-    let inode = load(r, ino)?;
-    Ok((!needs_update(&inode, now)).then(|| inode.attr(ino)))
-}
-
-pub(crate) fn touch_atime(
-    s: &mut WriteStore<'_>,
-    ctx: &Ctx<'_>,
-    ino: Ino,
-) -> Result<Attr, OpError> {
-    let mut inode = load(s, ino)?;
-    if needs_update(&inode, ctx.now) {
-        inode.atime = ctx.now;
-        s.put_inode(ino, &inode)?;
+/// The read-only first look: whether any of `touched` moves an atime (then
+/// [`touch_atimes`] in a write transaction).
+pub(crate) fn any_moves(r: &impl Reader, touched: &[(Ino, Timespec)]) -> Result<bool, OpError> {
+    for &(ino, at) in touched {
+        if let Some(inode) = r.inode(ino)? {
+            if needs_update(&inode, at) {
+                return Ok(true);
+            }
+        }
     }
-    Ok(inode.attr(ino))
+    Ok(false)
+}
+
+pub(crate) fn touch_atimes(
+    s: &mut WriteStore<'_>,
+    touched: &[(Ino, Timespec)],
+) -> Result<(), OpError> {
+    for &(ino, at) in touched {
+        let Some(mut inode) = s.inode(ino)? else {
+            continue;
+        };
+        if needs_update(&inode, at) {
+            inode.atime = at;
+            s.put_inode(ino, &inode)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -60,16 +64,26 @@ mod tests {
             },
             client: 0,
         });
-        let b = fx.attr(MetaRequest::TouchAtime { ino: a.ino });
-        assert!(b.atime > b.ctime, "atime older than mtime: updated");
+        let before = fx.getattr(a.ino);
+        let read_at = Timespec::now();
+        let touch = |at: Timespec| {
+            fx.unit(MetaRequest::TouchAtime {
+                touched: vec![(a.ino, at), (4242, at)],
+            })
+        };
+        touch(read_at);
+        let b = fx.getattr(a.ino);
+        assert_eq!(b.atime, read_at, "atime older than mtime: the read's time");
         assert_eq!(b.mtime.secs, 20);
-        let c = fx.attr(MetaRequest::TouchAtime { ino: a.ino });
-        assert_eq!(c.atime, b.atime, "newer than mtime and ctime: kept");
-        assert_eq!(c.ctime, b.ctime, "ctime never moves");
-        assert_eq!(fx.getattr(a.ino), c);
+        assert_eq!(b.ctime, before.ctime, "ctime never moves");
+        touch(Timespec {
+            secs: read_at.secs + 5,
+            nanos: 0,
+        });
         assert_eq!(
-            fx.err(MetaRequest::TouchAtime { ino: 4242 }),
-            weft_proto::ErrorKind::NotFound
+            fx.getattr(a.ino).atime,
+            read_at,
+            "newer than mtime and ctime: kept"
         );
     }
 

@@ -130,13 +130,18 @@ impl MetaServer {
                 }
                 Response::Attr(attr)
             }
-            MetaRequest::TouchAtime { ino } => {
-                match self.read(|s| ops::touch_atime::unchanged(s, ino, ctx.now))? {
-                    Some(attr) => Response::Attr(attr),
-                    None => Response::Attr(
-                        self.write_with(false, |s| ops::touch_atime::touch_atime(s, ctx, ino))?,
-                    ),
+            MetaRequest::TouchAtime { touched } => {
+                self.own_inodes(touched.iter().map(|(ino, _)| *ino))?;
+                // A client's clock ahead of this node's sets no atime in
+                // the future.
+                let touched: Vec<_> = touched
+                    .into_iter()
+                    .map(|(ino, at)| (ino, at.min(ctx.now)))
+                    .collect();
+                if self.read(|s| ops::touch_atime::any_moves(s, &touched))? {
+                    self.write_with(false, |s| ops::touch_atime::touch_atimes(s, &touched))?;
                 }
+                Response::Unit
             }
             MetaRequest::GetLock { ino, lock } => {
                 self.read(|s| ops::getattr::getattr(s, ino))?;
@@ -312,16 +317,7 @@ impl MetaServer {
             }
             MetaRequest::Orphans => Response::Orphans(self.read(|s| ops::orphans::orphans(s))?),
             MetaRequest::Reclaim { inos } => {
-                let shard = self.spec().shard;
-                if let Some(ino) = inos.iter().find(|i| ino_shard(**i) != shard) {
-                    return Err(refuse(
-                        ErrorKind::Invalid,
-                        format!(
-                            "inode {ino} belongs to shard {}, not {shard}: send each shard its own orphans",
-                            ino_shard(*ino)
-                        ),
-                    ));
-                }
+                self.own_inodes(inos.iter().copied())?;
                 self.write(|s| ops::reclaim::reclaim(s, &inos))?;
                 let mut handed = match self.handed.lock() {
                     Ok(g) => g,
@@ -458,5 +454,23 @@ pub(super) fn op_name(req: &MetaRequest) -> &'static str {
         MetaRequest::DataReleased { .. } => "data_released",
         MetaRequest::Reopen { .. } => "reopen",
         MetaRequest::Buckets { .. } => "buckets",
+    }
+}
+
+impl MetaServer {
+    /// `Invalid` naming the first of `inos` another shard holds: a batch
+    /// request carries the inodes of the shard it is sent to only.
+    fn own_inodes(&self, mut inos: impl Iterator<Item = Ino>) -> Result<(), OpError> {
+        let shard = self.spec().shard;
+        match inos.find(|i| ino_shard(*i) != shard) {
+            Some(ino) => Err(refuse(
+                ErrorKind::Invalid,
+                format!(
+                    "inode {ino} belongs to shard {}, not {shard}: send each shard its own inodes",
+                    ino_shard(ino)
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 }

@@ -228,7 +228,9 @@ fn arb_posix_request() -> impl Strategy<Value = MetaRequest> {
                 }
             }
         ),
-        ino().prop_map(|ino| MetaRequest::TouchAtime { ino }),
+        (ino(), any::<i64>()).prop_map(|(ino, secs)| MetaRequest::TouchAtime {
+            touched: vec![(ino, weft_proto::types::Timespec { secs, nanos: 0 })],
+        }),
         (ino(), lock.clone()).prop_map(|(ino, lock)| MetaRequest::GetLock { ino, lock }),
         (ino(), lock).prop_map(|(ino, lock)| MetaRequest::SetLock { ino, lock }),
         (ino(), any::<u64>()).prop_map(|(ino, owner)| MetaRequest::ReleaseLocks {
