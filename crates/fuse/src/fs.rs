@@ -649,6 +649,7 @@ impl Filesystem for WeftFs {
             let res = st.client.read_with(ino.0, offset, size, direct).await;
             match res {
                 Ok(data) => {
+                    tracing::debug!(bytes = data.len(), "read answered");
                     st.metrics.read_bytes.inc_by(data.len() as u64);
                     weft_metrics::global().totals.fs_read(data.len() as u64);
                     reply.data(&data)
