@@ -23,6 +23,7 @@ pub mod cluster;
 mod data;
 mod data_tokens;
 mod error;
+mod kept;
 mod lease;
 mod pagepool;
 mod posix;

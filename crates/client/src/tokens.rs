@@ -278,7 +278,7 @@ async fn apply(client: &Arc<Client>, mut r: Revocations) {
     }
     for item in &r.items {
         match item {
-            Revoke::Inode(ino) => client.drop_cached(*ino),
+            Revoke::Inode(ino) => client.revoked_inode(*ino),
             Revoke::Flush(ino) => {
                 let (c, ino) = (client.clone(), *ino);
                 let flush = tokio::spawn(async move {

@@ -304,11 +304,14 @@ mod server_tests {
         fx.attr(MetaRequest::Opened {
             ino: a.ino,
             client: 2,
+            kept: false,
         });
         assert_eq!(fx.unlink(ROOT_INO, "f").unwrap(), None, "open on client 2");
         match fx.call(MetaRequest::Closed {
             ino: a.ino,
             client: 2,
+            keep: false,
+            dropped: Vec::new(),
         }) {
             Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, a.ino),
             other => panic!("{other:?}"),
@@ -317,11 +320,14 @@ mod server_tests {
         fx.attr(MetaRequest::Opened {
             ino: b.ino,
             client: 2,
+            kept: false,
         });
         assert_eq!(
             fx.call(MetaRequest::Closed {
                 ino: b.ino,
-                client: 2
+                client: 2,
+                keep: false,
+                dropped: Vec::new(),
             }),
             Response::Unlinked { orphan: None },
             "still linked"
@@ -347,6 +353,8 @@ mod server_tests {
         match fx.call(MetaRequest::Closed {
             ino: a.ino,
             client: 2,
+            keep: false,
+            dropped: Vec::new(),
         }) {
             Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, a.ino),
             other => panic!("{other:?}"),
@@ -395,6 +403,7 @@ mod server_tests {
             fx.attr(MetaRequest::Opened {
                 ino: a.ino,
                 client: 2,
+                kept: false,
             });
             let (unlinked, closed) = std::thread::scope(|s| {
                 let unlink = s.spawn(|| {
@@ -411,6 +420,8 @@ mod server_tests {
                 let closed = fx.call(MetaRequest::Closed {
                     ino: a.ino,
                     client: 2,
+                    keep: false,
+                    dropped: Vec::new(),
                 });
                 (unlink.join().unwrap(), closed)
             });
@@ -440,10 +451,12 @@ mod server_tests {
         fx.attr(MetaRequest::Opened {
             ino: a.ino,
             client: 1,
+            kept: false,
         });
         fx.attr(MetaRequest::Opened {
             ino: a.ino,
             client: 2,
+            kept: false,
         });
         assert_eq!(fx.attr(commit(8192, 2)).size, 8192);
         let set = SetAttr {

@@ -536,6 +536,11 @@ impl ShardGroup {
                     // An earlier leader may have had opens registered; in
                     // the group's first term nobody can have.
                     server.ask_for_opens();
+                    // Nor may what this node noted in an earlier term of
+                    // its own stand for what other leaders granted since.
+                    if let Some(t) = server.tokens() {
+                        t.forget_shard(server.spec().fs, server.spec().shard);
+                    }
                 }
                 self.ready_term.store(m.current_term, Ordering::Release);
                 tracing::info!(

@@ -7,7 +7,9 @@
 //! shard that reads another shard's inode for a client asks for the token
 //! there), and on an open file's data (until its close). Attribute and
 //! entry tokens last as long as the client's kernel may cache what they
-//! cover ([`HOLD`]); data tokens as long as the file is open.
+//! cover ([`HOLD`]); data tokens as long as the file is open, or, when its
+//! client keeps a closed file cached (`Grant::Keep`), until a change
+//! revokes them or the client gives the file up (`Grant::Drop`).
 //!
 //! After a shard commits a change it revokes every other client's tokens on
 //! what the change touched: the revocation goes into each holder's queue,
@@ -61,6 +63,11 @@ pub enum Grant {
     /// The file is open: its attributes and data are cached until `Close`.
     Open(Ino),
     Close(Ino),
+    /// A last close that keeps the file's data cached: the token stays
+    /// until a change revokes it or the client gives it up (`Drop`).
+    Keep(Ino),
+    /// The client gives up a closed file it kept.
+    Drop(Ino),
 }
 
 #[derive(Debug)]
@@ -70,6 +77,15 @@ struct Holder {
     /// The client has the file open (the shard counts a client's opens
     /// once, until its last close).
     open: bool,
+    /// The client closed the file and keeps its data cached: the token
+    /// lasts until revoked or dropped.
+    kept: bool,
+}
+
+impl Holder {
+    fn live(&self, now: Instant) -> bool {
+        self.open || self.kept || self.until > now
+    }
 }
 
 #[derive(Debug)]
@@ -123,7 +139,7 @@ impl State {
         }
         self.swept = Some(now);
         self.grants.retain(|_, hs| {
-            hs.retain(|h| h.open || h.until > now);
+            hs.retain(|h| h.live(now));
             !hs.is_empty()
         });
         self.clients
@@ -234,23 +250,29 @@ impl Tokens {
             _ => return,
         }
         for g in grants {
-            // Some(open) for an open or a close: the open flag it sets.
-            let (covers, open) = match g {
-                Grant::Attr(ino) => (Covers::Attr(fs, *ino), None),
-                Grant::Entry(dir, name) => (Covers::Entry(fs, *dir, name.clone()), None),
-                Grant::Open(ino) => (Covers::Attr(fs, *ino), Some(true)),
-                Grant::Close(ino) => (Covers::Attr(fs, *ino), Some(false)),
+            // The open and kept flags an open, a close or a drop sets.
+            let (covers, open, kept) = match g {
+                Grant::Attr(ino) => (Covers::Attr(fs, *ino), None, None),
+                Grant::Entry(dir, name) => (Covers::Entry(fs, *dir, name.clone()), None, None),
+                Grant::Open(ino) => (Covers::Attr(fs, *ino), Some(true), Some(false)),
+                Grant::Close(ino) => (Covers::Attr(fs, *ino), Some(false), Some(false)),
+                Grant::Keep(ino) => (Covers::Attr(fs, *ino), Some(false), Some(true)),
+                Grant::Drop(ino) => (Covers::Attr(fs, *ino), None, Some(false)),
             };
             let hs = st.grants.entry(covers).or_default();
             match hs.iter_mut().find(|h| h.client == client) {
                 Some(h) => {
                     h.until = h.until.max(now + HOLD);
                     h.open = open.unwrap_or(h.open);
+                    h.kept = kept.unwrap_or(h.kept);
                 }
+                // Nothing to give up.
+                None if matches!(g, Grant::Drop(_)) => {}
                 None => hs.push(Holder {
                     client,
                     until: now + HOLD,
                     open: open.unwrap_or(false),
+                    kept: kept.unwrap_or(false),
                 }),
             }
         }
@@ -287,11 +309,12 @@ impl Tokens {
             };
             let mut to = Vec::new();
             hs.retain(|h| {
-                let live = h.open || h.until > now;
+                let live = h.live(now);
                 if live && h.client != except {
                     to.push(h.client);
                 }
                 // An open file's token stays: the file is still open there.
+                // A kept closed file's goes: its client drops what it cached.
                 h.open || (live && h.client == except)
             });
             if hs.is_empty() {
@@ -304,6 +327,58 @@ impl Tokens {
             }
         }
         self.await_acks(st, fs, targets, now)
+    }
+
+    /// `client` reopens `ino`, which it kept since its last close, and is
+    /// about to use what it cached. Unless this table still notes it kept
+    /// (no change revoked it, the client was not reset, and this node's
+    /// table was not emptied by a take-over), the client is first made to
+    /// drop what it cached of the file: a revocation sent to it alone and
+    /// waited for as a change's is (after its pending reset, if any, which
+    /// drops everything anyway).
+    pub fn confirm_kept(&self, fs: FsId, client: u64, ino: Ino) -> Revoked {
+        let now = Instant::now();
+        let mut st = self.lock();
+        let noted = st
+            .grants
+            .get(&Covers::Attr(fs, ino))
+            .is_some_and(|hs| hs.iter().any(|h| h.client == client && h.kept));
+        if noted {
+            return Revoked::default();
+        }
+        let deadline = now + self.wait;
+        while st.clients.get(&(fs, client)).is_some_and(|q| q.reset) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Revoked {
+                    clients: 1,
+                    lost: 1,
+                };
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        let mut targets = HashMap::new();
+        if let Some(seq) = st.enqueue(fs, client, &Revoke::Inode(ino), now) {
+            targets.insert(client, seq);
+        }
+        self.await_acks(st, fs, targets, now)
+    }
+
+    /// Forgets every token on inodes and entries of `shard`: a replica
+    /// that takes the shard over cannot know what clients were granted by
+    /// the leaders between its terms, so nothing noted here from before
+    /// stands for them (a reopen of a kept file finds it not noted, see
+    /// [`Tokens::confirm_kept`]).
+    pub fn forget_shard(&self, fs: FsId, shard: weft_proto::types::ShardId) {
+        let on = |ino: Ino| weft_proto::types::ino_shard(ino) == shard;
+        let mut st = self.lock();
+        st.grants.retain(|c, _| match c {
+            Covers::Attr(f, ino) | Covers::Entry(f, ino, _) => !(*f == fs && on(*ino)),
+        });
+        st.data.retain(|(f, ino), _| !(*f == fs && on(*ino)));
     }
 
     /// Asks every other client that has `ino` open to write out what it

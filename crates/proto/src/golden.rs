@@ -60,7 +60,7 @@ const PRINT_VAR: &str = "WEFT_GOLDEN_PRINT";
 /// `WIRE_VERSION == TABLE_WIRE_VERSION`, so a bump without a regenerated table
 /// fails as well. A variant appended at the end leaves the other entries as
 /// they were: the coverage test asks for its entry, and it needs a bump too.
-const TABLE_WIRE_VERSION: u16 = 27;
+const TABLE_WIRE_VERSION: u16 = 28;
 
 /// One entry per message type: (name, sample, expected body hex). The name is
 /// `Enum::Variant` (or the struct's name) and must match the sample.
@@ -377,16 +377,19 @@ fn table() -> Vec<(&'static str, Sample, &'static str)> {
             meta(MetaRequest::Opened {
                 ino: INO,
                 client: 0xC0FFEE,
+                kept: true,
             }),
-            "0107010eaa808080808040eeff830601e8076402041b",
+            "0107010eaa808080808040eeff83060101e8076402041b",
         ),
         (
             "MetaRequest::Closed",
             meta(MetaRequest::Closed {
                 ino: INO,
                 client: 0xC0FFEE,
+                keep: true,
+                dropped: vec![INO + 1],
             }),
-            "0107010faa808080808040eeff830601e8076402041b",
+            "0107010faa808080808040eeff83060101ab80808080804001e8076402041b",
         ),
         (
             "MetaRequest::SetXattr",

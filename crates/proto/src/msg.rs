@@ -373,16 +373,27 @@ pub enum MetaRequest {
     },
     /// A client opened the file: answers its attributes, as `DataToken`
     /// with a read token on the whole file when no other client holds a
-    /// write token on it (see [`crate::token`]), else as `Attr`.
+    /// write token on it (see [`crate::token`]), else as `Attr`. `kept`:
+    /// the client kept the file since its last close and will use what it
+    /// cached; if the node no longer notes it kept (a change revoked it, or
+    /// another node led the shard meanwhile), the client is first made to
+    /// drop what it cached of the file (`Revoke::Inode`).
     Opened {
         ino: Ino,
         client: u64,
+        kept: bool,
     },
     /// A client's last close of the file; answers `Unlinked` with the orphan
-    /// to free when nobody has it open any more.
+    /// to free when nobody has it open any more. With `keep` the client
+    /// keeps its data tokens and cached blocks of the closed file (until a
+    /// change revokes them or it gives them up); `dropped` names kept
+    /// files of this shard the client gives up now (see
+    /// [`crate::token`]).
     Closed {
         ino: Ino,
         client: u64,
+        keep: bool,
+        dropped: Vec<Ino>,
     },
     SetXattr {
         ino: Ino,

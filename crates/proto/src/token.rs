@@ -22,8 +22,18 @@
 //! no one (the whole file when nobody else holds a token on it), with the
 //! file's attributes as the holders left them. An open (`Opened`) is
 //! answered with a read token on the whole file when no other client holds
-//! a write token on it. A client gives its data tokens up with its last
-//! close of the file.
+//! a write token on it.
+//!
+//! At its last close of a file a client may keep its data tokens and its
+//! cached blocks (`Closed { keep }`), as GPFS keeps a closed file's tokens
+//! and pagepool buffers: the shard goes on noting it as caching the file,
+//! so a change to the file revokes it as it would an open one, and a
+//! writer's token request takes its tokens back. A reopen that finds the
+//! tokens still held and nothing revoked since the close reads from what
+//! is cached; it says so (`Opened { kept }`), and a shard that no longer
+//! notes the file kept (a new leader) has the client drop its cache first.
+//! A client keeps a bounded number of closed files (GPFS's
+//! `maxFilesToCache`) and gives the oldest up (`Closed { dropped }`).
 
 use serde::{Deserialize, Serialize};
 

@@ -279,7 +279,11 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             wait_ms,
             leave,
         },
-        M::Opened { ino, .. } => M::Opened { ino, client: from },
+        M::Opened { ino, kept, .. } => M::Opened {
+            ino,
+            client: from,
+            kept,
+        },
         M::CreateMasked {
             open_by: Some(_), ..
         } => {
@@ -289,7 +293,14 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             }
             req
         }
-        M::Closed { ino, .. } => M::Closed { ino, client: from },
+        M::Closed {
+            ino, keep, dropped, ..
+        } => M::Closed {
+            ino,
+            client: from,
+            keep,
+            dropped,
+        },
         M::SetAttr { ino, set, .. } => M::SetAttr {
             ino,
             set,

@@ -6,7 +6,8 @@
 //!   shards over s1..s3; clients c1 and c2 mount it. Each round, the
 //!   reading node first caches what it is about to be asked (stat, a
 //!   listing, the file's pages, an open descriptor), then the other node
-//!   creates, writes and closes, writes without closing, renames across
+//!   creates, writes and closes, truncates by path and rewrites a file the
+//!   reader closed (and keeps cached), writes without closing, renames across
 //!   directories (and shards), changes modes and unlinks; right after each
 //!   call returns, the reader must see the change: stat, readdir, read
 //!   through a new and through the already open descriptor. The rounds alternate the two nodes'
@@ -87,6 +88,21 @@ fn stat(p: &Path) -> std::io::Result<libc::stat> {
     }
 }
 
+/// `truncate(2)` of `p` by path (no open file).
+fn truncate(p: &Path, len: u64) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    let rc = unsafe { libc::truncate(c.as_ptr(), len as libc::off_t) };
+    assert_eq!(
+        rc,
+        0,
+        "truncate {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
 fn size(p: &Path) -> u64 {
     stat(p)
         .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
@@ -154,6 +170,32 @@ fn round(i: usize, w: &Path, r: &Path) {
     held.read_to_string(&mut buf).unwrap();
     assert_eq!(buf, text, "round {i}: read through the open descriptor");
     drop(held);
+
+    // A file past data-in-inode that the reader read and closed: it keeps
+    // the blocks for a reopen. The writer empties and regrows it by path,
+    // without opening it (in the first rounds only after the reader's
+    // attribute token ran out: the token of a kept file must outlast it),
+    // then writes it anew.
+    let kept = format!("kept{i}");
+    let first = vec![b'k'; 1 << 20];
+    std::fs::write(dw.join(&kept), &first).unwrap();
+    assert_eq!(std::fs::read(dr.join(&kept)).unwrap(), first);
+    if i < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+    }
+    truncate(&dw.join(&kept), 0);
+    truncate(&dw.join(&kept), first.len() as u64);
+    assert!(
+        std::fs::read(dr.join(&kept)).unwrap() == vec![0u8; first.len()],
+        "round {i}: read of a kept file truncated elsewhere"
+    );
+    let second = vec![b'm'; 1 << 20];
+    std::fs::write(dw.join(&kept), &second).unwrap();
+    assert!(
+        std::fs::read(dr.join(&kept)).unwrap() == second,
+        "round {i}: read of a kept file written elsewhere"
+    );
+    std::fs::remove_file(dw.join(&kept)).unwrap();
 
     // A write that returned while the writer keeps the file open (no close,
     // no fsync), to a file bigger than data-in-inode (its bytes go through

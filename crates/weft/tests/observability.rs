@@ -1,5 +1,6 @@
 //! The node's HTTP listener end to end: `/metrics` counts exactly the work
-//! done through the mount and parses as Prometheus text; `/health` and
+//! done through the mount and parses as Prometheus text (a second read of
+//! closed files comes from the pagepool, not the NSDs); `/health` and
 //! `weft health --json` agree; a taken or invalid `--http` fails the start
 //! with a clear error; unknown paths are 404 and malformed requests leave
 //! the listener serving; and the dashboard renders live data in headless
@@ -218,6 +219,23 @@ fn metrics_count_exactly_the_work_done_through_the_mount() {
     assert_eq!(nsd_read, (READ * SIZE) as f64, "bytes read from the NSDs");
     let pp = d("weft_pagepool_misses_total{}") + d("weft_pagepool_hits_total{}");
     assert!(pp >= 1.0, "the reads went through the pagepool");
+    // Read again: the client kept the closed files' tokens and blocks, so
+    // the pagepool serves them and no byte comes from the NSDs.
+    let before = scrape(&addr);
+    for i in 0..READ {
+        let got = std::fs::read(dir.join(format!("f{i}"))).unwrap();
+        assert_eq!(got, pattern(i as u64, SIZE), "second read of f{i}");
+    }
+    let again = scrape(&addr);
+    let nsd_read = sum(&again, "weft_nsd_read_bytes_total", "nsd=")
+        - sum(&before, "weft_nsd_read_bytes_total", "nsd=");
+    assert_eq!(nsd_read, 0.0, "bytes of a second read from the NSDs");
+    let hits =
+        val(&again, "weft_pagepool_hits_total{}") - val(&before, "weft_pagepool_hits_total{}");
+    assert!(
+        hits >= READ as f64,
+        "{hits} pagepool hits on the second read"
+    );
     // A failed lookup is counted as an error of its operation.
     assert!(std::fs::metadata(dir.join("absent")).is_err());
     let later = scrape(&addr);

@@ -30,6 +30,12 @@ use crate::writeback::WriteBehind;
 use crate::ClientError;
 use io::block_key;
 
+/// Closed files kept cached by default: GPFS's `maxFilesToCache` default.
+pub const FILES_TO_CACHE: usize = 4000;
+/// The most closed files a client may be told to keep: the shard notes a
+/// token for each.
+const MAX_FILES_TO_CACHE: usize = 1 << 20;
+
 /// File-system capacity for statfs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFs {
@@ -130,6 +136,9 @@ pub struct ClientConfig {
     /// they revoke, and so get tokens. Off, nothing this client caches is
     /// revoked and no change waits for it.
     pub tokens: bool,
+    /// Closed files whose data tokens and cached blocks are kept for a
+    /// reopen (GPFS's `maxFilesToCache`; see `kept`); 0 keeps none.
+    pub files_to_cache: usize,
 }
 
 impl Default for ClientConfig {
@@ -139,6 +148,7 @@ impl Default for ClientConfig {
             prefetch_blocks: 8,
             write_behind: true,
             tokens: true,
+            files_to_cache: FILES_TO_CACHE,
         }
     }
 }
@@ -159,6 +169,15 @@ impl ClientConfig {
             return Err(ClientError::local(
                 ErrorKind::Invalid,
                 format!("prefetch_blocks {} is above 256", self.prefetch_blocks),
+            ));
+        }
+        if self.files_to_cache > MAX_FILES_TO_CACHE {
+            return Err(ClientError::local(
+                ErrorKind::Invalid,
+                format!(
+                    "files_to_cache {} is above {MAX_FILES_TO_CACHE}",
+                    self.files_to_cache
+                ),
             ));
         }
         Ok(())
@@ -192,6 +211,8 @@ pub struct Client {
     pub(crate) splits: crate::split::SplitDirs,
     /// The byte ranges of open files this client may read or write.
     pub(crate) data_tokens: crate::data_tokens::DataTokens,
+    /// Closed files whose tokens and cached blocks are kept.
+    pub(crate) kept: crate::kept::Kept,
     /// This client, for the tasks it starts.
     me: Weak<Client>,
 }
@@ -223,6 +244,11 @@ impl Client {
                 "file system {fs_name} has no data pool or no metadata shard"
             )));
         }
+        let kept = crate::kept::Kept::new(if config.tokens {
+            config.files_to_cache
+        } else {
+            0
+        });
         Ok(Arc::new_cyclic(|me| Client {
             data: Arc::new(DataPath::new(cluster.clone(), fs.clone())),
             pool: PagePool::new(config.pagepool),
@@ -236,6 +262,7 @@ impl Client {
             atimes: Default::default(),
             splits: Default::default(),
             data_tokens: Default::default(),
+            kept,
             me: me.clone(),
         }))
     }
@@ -254,7 +281,17 @@ impl Client {
     /// Drops every cached block and data token: this client lost its tokens.
     pub(crate) fn drop_all_cached(&self) {
         self.data_tokens.clear();
+        self.kept.clear();
         self.pool.invalidate_all();
+    }
+
+    /// A change elsewhere revoked what this client caches of `ino`: its
+    /// blocks go, and if it was a kept closed file, its tokens too.
+    pub(crate) fn revoked_inode(&self, ino: Ino) {
+        self.drop_cached(ino);
+        if self.kept.revoked(ino) {
+            self.data_tokens.closed(ino);
+        }
     }
 
     pub(crate) fn config(&self) -> &ClientConfig {

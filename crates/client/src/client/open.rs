@@ -1,14 +1,15 @@
 //! Opening and closing files: the open-file table (one entry per inode
 //! open here, counted), the registration of opens with the shard (so an
-//! unlinked file stays while open), and the commit of a file's size and
-//! mtime after its writes at flush, fsync and last close.
+//! unlinked file stays while open), the commit of a file's size and mtime
+//! after its writes at flush, fsync and last close, and keeping a closed
+//! file's tokens and blocks for its reopen (`kept`).
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::RwLock;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{Attr, FileKind, Ino, SetAttr};
+use weft_proto::types::{ino_shard, Attr, FileKind, Ino, SetAttr};
 use weft_proto::Response;
 
 use crate::cluster::unexpected;
@@ -23,15 +24,37 @@ impl Client {
     /// another node committed before its close are seen); with `truncate`
     /// the file is emptied (O_TRUNC).
     pub async fn open(&self, ino: Ino, truncate: bool) -> Result<(), ClientError> {
-        let attr = self.register_open(ino).await?;
-        self.open_local(attr, truncate, false).await
+        let warm = self.reopen_kept(ino);
+        let attr = self.register_open(ino, warm).await.inspect_err(|_| {
+            if warm {
+                self.let_go(ino);
+            }
+        })?;
+        self.open_local(attr, truncate, false, warm).await
     }
 
     /// [`Client::open`] of a file whose attributes the caller has just had
     /// from the meta role (a create or lookup answer).
     pub async fn open_with(&self, attr: Attr, truncate: bool) -> Result<(), ClientError> {
-        let attr = self.register_open(attr.ino).await?;
-        self.open_local(attr, truncate, false).await
+        self.open(attr.ino, truncate).await
+    }
+
+    /// Whether `ino` is a closed file this client kept whose blocks it may
+    /// use again: it still holds a read token on its bytes, so no other
+    /// client has written them since (a change would have revoked the file
+    /// and dropped the blocks). It is open from now on, not kept.
+    fn reopen_kept(&self, ino: Ino) -> bool {
+        self.kept
+            .reopen(ino)
+            .is_some_and(|size| self.data_tokens.covers(ino, false, 0, size))
+    }
+
+    /// Gives up a kept file here: its tokens and blocks go (the shard is
+    /// told with the next `Closed` to it).
+    fn let_go(&self, ino: Ino) {
+        self.kept.revoked(ino);
+        self.data_tokens.closed(ino);
+        self.drop_cached(ino);
     }
 
     /// Tells the shard this client has `ino` open (idempotent: the shard
@@ -39,9 +62,12 @@ impl Client {
     /// elsewhere does not free it and a truncation elsewhere is not undone
     /// by this client's late write-back. The shard forgets the opens of a
     /// client whose lease runs out, so the lease is renewed from now on.
-    async fn register_open(&self, ino: Ino) -> Result<Attr, ClientError> {
+    /// `kept`: the file was kept since its close and its cached blocks are
+    /// to be used; a shard that no longer notes it kept has this client
+    /// drop them before it answers.
+    async fn register_open(&self, ino: Ino, kept: bool) -> Result<Attr, ClientError> {
         let client = self.lock_client_id();
-        let req = MetaRequest::Opened { ino, client };
+        let req = MetaRequest::Opened { ino, client, kept };
         let attr = self.data_tokens_at_open(ino, req).await?;
         self.keep_locks_alive();
         Ok(attr)
@@ -61,7 +87,7 @@ impl Client {
             return self.open_with(attr.clone(), false).await.map(|()| attr);
         }
         self.keep_locks_alive();
-        self.open_local(attr.clone(), false, true).await?;
+        self.open_local(attr.clone(), false, true, false).await?;
         Ok(attr)
     }
 
@@ -73,17 +99,20 @@ impl Client {
         self.pool.invalidate(attr.ino, 0);
     }
 
-    /// `created`: the open is the create's, so the file is new.
+    /// `created`: the open is the create's, so the file is new. `warm`:
+    /// the file was kept since its last close here (see `reopen_kept`).
     async fn open_local(
         &self,
         attr: Attr,
         truncate: bool,
         created: bool,
+        warm: bool,
     ) -> Result<(), ClientError> {
         let ino = attr.ino;
-        if !self.already_open(ino) {
+        if !self.already_open(ino) && !warm {
             // Another node may have changed the file since this client last
-            // had it: cached blocks are not trusted across opens.
+            // had it: cached blocks are trusted across opens only under a
+            // token kept since.
             self.forget_cached(&attr);
         }
         {
@@ -154,21 +183,44 @@ impl Client {
         }
         // The last close here: the shard says whether it was the last
         // anywhere of a file unlinked meanwhile, which this client then frees.
+        // A regular file's tokens and blocks are kept for a reopen (see
+        // `kept`); the close also gives up kept files of its shard.
         let client = self.lock_client_id();
-        match self
-            .meta(ino, MetaRequest::Closed { ino, client }, Bytes::new())
-            .await?
-        {
+        let keep = self.kept.enabled() && file.with(|s| s.attr.kind == FileKind::File);
+        let dropped = self.kept.dropping(ino_shard(ino));
+        let req = MetaRequest::Closed {
+            ino,
+            client,
+            keep,
+            dropped: dropped.clone(),
+        };
+        let answer = self.meta(ino, req, Bytes::new()).await;
+        for &gone in &dropped {
+            // The shard let go of them: answers to requests sent before are
+            // void, and what was cached under them goes (one opened again
+            // meanwhile asks anew).
+            self.data_tokens.closed(gone);
+            self.drop_cached(gone);
+        }
+        match answer? {
             (Response::Unlinked { orphan: Some(o) }, _) => {
                 self.data_tokens.closed(ino);
                 self.reclaim(&o).await?
             }
             (Response::Unlinked { orphan: None }, _) => {
-                self.data_tokens.closed(ino);
-                // Opened again here while the close travelled: register anew
-                // (the shard counts a client once, so this is idempotent).
+                if !keep {
+                    self.data_tokens.closed(ino);
+                }
                 if self.already_open(ino) {
-                    self.register_open(ino).await?;
+                    // Opened again here while the close travelled: register
+                    // anew (the shard counts a client once, so this is
+                    // idempotent).
+                    self.register_open(ino, false).await?;
+                } else if keep {
+                    let size = file.with(|s| s.attr.size);
+                    if let Some(oldest) = self.kept.closed(ino, size) {
+                        self.let_go(oldest);
+                    }
                 }
             }
             (other, _) => return Err(unexpected(&*self.meta_peer(ino)?, "closed", &other)),

@@ -414,6 +414,7 @@ async fn a_file_open_through_a_failover_is_not_freed_under_its_holder() {
         r.fx(l).attr(MetaRequest::Opened {
             ino: f.ino,
             client: 1,
+            kept: false,
         });
     }
     r.kill(l).await;
@@ -455,6 +456,8 @@ async fn a_file_open_through_a_failover_is_not_freed_under_its_holder() {
     match fx.call(MetaRequest::Closed {
         ino: kept.ino,
         client: 1,
+        keep: false,
+        dropped: Vec::new(),
     }) {
         Response::Unlinked { orphan: Some(o) } => assert_eq!(o.ino, kept.ino),
         other => panic!("{other:?}"),

@@ -45,10 +45,16 @@ impl MetaServer {
                 }
                 Response::Attr(attr)
             }
-            MetaRequest::Opened { ino, client } => {
+            MetaRequest::Opened { ino, client, kept } => {
                 let attr = self.read(|s| ops::getattr::getattr(s, ino))?;
                 self.opens.open(ino, client, Instant::now());
                 let reader = current_client();
+                if let Some(t) = self.tokens().filter(|_| kept && reader != 0) {
+                    // What it kept is used only if nothing here could have
+                    // changed the file without revoking it.
+                    let r = t.confirm_kept(self.spec.fs, reader, ino);
+                    self.count_revoked(r);
+                }
                 let seq = self
                     .tokens()
                     .filter(|_| reader != 0 && attr.kind == weft_proto::types::FileKind::File)
@@ -64,10 +70,12 @@ impl MetaServer {
                     None => Response::Attr(attr),
                 }
             }
-            MetaRequest::Closed { ino, client } => {
-                if let Some(t) = self.tokens() {
-                    t.close_data(self.spec.fs, current_client(), ino);
-                }
+            MetaRequest::Closed {
+                ino,
+                client,
+                keep,
+                ref dropped,
+            } => {
                 let orphan = self.handing_off(|| -> Result<Option<Orphan>, OpError> {
                     if self.opens.close(ino, client, Instant::now()) {
                         Ok(self
@@ -77,6 +85,16 @@ impl MetaServer {
                         Ok(None)
                     }
                 })?;
+                if let Some(t) = self.tokens() {
+                    let (fs, holder) = (self.spec.fs, current_client());
+                    // A file freed at this close is not worth keeping.
+                    if !keep || orphan.is_some() {
+                        t.close_data(fs, holder, ino);
+                    }
+                    for &gone in dropped.iter().filter(|&&i| ino_shard(i) == self.spec.shard) {
+                        t.close_data(fs, holder, gone);
+                    }
+                }
                 Response::Unlinked { orphan }
             }
             MetaRequest::Create {

@@ -9,7 +9,7 @@ use weft_proto::types::Ino;
 
 use crate::fail::OpError;
 use crate::ops;
-use crate::tokens::{revokes_of, Grant, Tokens};
+use crate::tokens::{revokes_of, Grant, Revoked, Tokens};
 
 use super::{current_client, MetaServer};
 
@@ -69,12 +69,7 @@ impl MetaServer {
             return false;
         }
         let r = tokens.flush_elsewhere(self.spec.fs, client, ino);
-        if r.clients > 0 {
-            self.metrics.revocations.inc_by(r.clients as u64);
-        }
-        if r.lost > 0 {
-            self.metrics.revocations_lost.inc_by(r.lost as u64);
-        }
+        self.count_revoked(r);
         r.clients > 0
     }
 
@@ -125,6 +120,11 @@ impl MetaServer {
         };
         let items = revokes_of(keys);
         let r = tokens.revoke(self.spec.fs, except, &items);
+        self.count_revoked(r);
+    }
+
+    /// Counts what revoking did in the node's metrics.
+    pub(super) fn count_revoked(&self, r: Revoked) {
         if r.clients > 0 {
             self.metrics.revocations.inc_by(r.clients as u64);
         }
@@ -148,7 +148,18 @@ pub(super) fn request_grants(req: &MetaRequest) -> Vec<Grant> {
             ..
         } => vec![Grant::Entry(*new_parent, new_name.clone())],
         M::Opened { ino, .. } => vec![Grant::Open(*ino)],
-        M::Closed { ino, .. } => vec![Grant::Close(*ino)],
+        M::Closed {
+            ino, keep, dropped, ..
+        } => {
+            let close = if *keep {
+                Grant::Keep(*ino)
+            } else {
+                Grant::Close(*ino)
+            };
+            std::iter::once(close)
+                .chain(dropped.iter().map(|&i| Grant::Drop(i)))
+                .collect()
+        }
         _ => Vec::new(),
     }
 }

@@ -389,6 +389,14 @@ impl MetaServer {
             if let (true, Response::Attr(a)) = (opens_new, &reply.0) {
                 grants.push(Grant::Open(a.ino));
             }
+            if let Response::Unlinked { orphan: Some(_) } = &reply.0 {
+                // Freed at this close: nothing of it stays cached.
+                for g in grants.iter_mut() {
+                    if let Grant::Keep(ino) = *g {
+                        *g = Grant::Close(ino);
+                    }
+                }
+            }
             self.grant(&mut grants, listed, &reply.0);
             Ok(reply)
         };

@@ -130,10 +130,27 @@ fn arb_request() -> impl Strategy<Value = (MetaRequest, Vec<u8>)> {
             )),
         (ino(), any::<i64>())
             .prop_map(move |(ino, delta)| no_data(MetaRequest::Allocated { ino, delta })),
-        (ino(), any::<u64>())
-            .prop_map(move |(ino, client)| no_data(MetaRequest::Opened { ino, client })),
-        (ino(), any::<u64>())
-            .prop_map(move |(ino, client)| no_data(MetaRequest::Closed { ino, client })),
+        (ino(), any::<u64>()).prop_map(move |(ino, client)| {
+            no_data(MetaRequest::Opened {
+                ino,
+                client,
+                kept: client % 2 == 0,
+            })
+        }),
+        (
+            ino(),
+            any::<u64>(),
+            any::<bool>(),
+            proptest::collection::vec(ino(), 0..3)
+        )
+            .prop_map(move |(ino, client, keep, dropped)| {
+                no_data(MetaRequest::Closed {
+                    ino,
+                    client,
+                    keep,
+                    dropped,
+                })
+            }),
         (ino(), any::<u64>())
             .prop_map(move |(ino, client)| no_data(MetaRequest::RenewLease { ino, client })),
         (ino(), any::<u64>(), proptest::collection::vec(ino(), 0..5)).prop_map(

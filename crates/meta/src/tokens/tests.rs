@@ -110,6 +110,75 @@ fn an_open_file_keeps_its_token_until_closed() {
 }
 
 #[test]
+fn a_kept_closed_file_is_revoked_once_and_given_up_by_a_drop() {
+    let t = Arc::new(Tokens::new(Duration::from_secs(2)));
+    t.poll(FS, 7, 0, Duration::ZERO);
+    t.grant(FS, 7, &[Grant::Open(10), Grant::Open(11)]);
+    t.grant(FS, 7, &[Grant::Keep(10), Grant::Keep(11)]);
+    // Past the hold of attribute tokens, the kept files' tokens stay.
+    {
+        let mut st = t.lock();
+        st.swept = None;
+        st.sweep(Instant::now() + HOLD * 2);
+        assert_eq!(st.grants.len(), 2, "{:?}", st.grants);
+    }
+    // A change revokes a kept file's token (the holder drops its cache),
+    // and the token goes with it: a second change finds none.
+    let poller = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let got = t.poll(FS, 7, 0, Duration::from_secs(2));
+            assert_eq!(got.items, vec![Revoke::Inode(10)]);
+            t.poll(FS, 7, got.seq, Duration::ZERO);
+        })
+    };
+    assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]).clients, 1);
+    poller.join().unwrap();
+    assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]), Revoked::default());
+    // Given up: the other one expires like any attribute token.
+    t.grant(FS, 7, &[Grant::Drop(11), Grant::Drop(12)]);
+    let mut st = t.lock();
+    st.swept = None;
+    st.sweep(Instant::now() + HOLD * 2);
+    assert!(st.grants.is_empty(), "{:?}", st.grants);
+}
+
+#[test]
+fn a_reopen_of_a_file_no_longer_noted_kept_first_drops_its_cache() {
+    let t = Arc::new(Tokens::new(Duration::from_secs(2)));
+    t.poll(FS, 7, 0, Duration::ZERO);
+    t.grant(FS, 7, &[Grant::Open(10), Grant::Keep(10)]);
+    // Still noted: nothing to drop, nobody waited for.
+    assert_eq!(t.confirm_kept(FS, 7, 10), Revoked::default());
+    // A take-over of the inode's shard forgets what this node noted, so
+    // the reopen has the client drop its cache and acknowledge first.
+    t.forget_shard(FS, weft_proto::types::ino_shard(10));
+    let poller = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            let got = t.poll(FS, 7, 0, Duration::from_secs(2));
+            let acked_at = Instant::now();
+            t.poll(FS, 7, got.seq, Duration::ZERO);
+            (got.items, acked_at)
+        })
+    };
+    let r = t.confirm_kept(FS, 7, 10);
+    let returned = Instant::now();
+    let (items, acked_at) = poller.join().unwrap();
+    assert_eq!(items, vec![Revoke::Inode(10)]);
+    assert_eq!((r.clients, r.lost), (1, 0));
+    assert!(
+        returned >= acked_at,
+        "answered before the client dropped its cache"
+    );
+    // Another shard's records are untouched by the take-over.
+    let other = weft_proto::types::make_ino(weft_proto::types::ino_shard(10) + 1, 5);
+    t.grant(FS, 7, &[Grant::Open(other), Grant::Keep(other)]);
+    t.forget_shard(FS, weft_proto::types::ino_shard(10));
+    assert_eq!(t.confirm_kept(FS, 7, other), Revoked::default());
+}
+
+#[test]
 fn changed_keys_name_inodes_and_entries() {
     let (dir, file) = (5u64.to_be_bytes(), 9u64.to_be_bytes());
     let entry = [&dir[..], b"a"].concat();

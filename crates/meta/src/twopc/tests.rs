@@ -549,11 +549,26 @@ fn an_orphan_of_another_shard_is_handed_out_once() {
     sh.rename(a, "g", b, "g").unwrap();
     let client = 42;
     assert!(matches!(
-        sh.call(g.ino, MetaRequest::Opened { ino: g.ino, client }),
+        sh.call(
+            g.ino,
+            MetaRequest::Opened {
+                ino: g.ino,
+                client,
+                kept: false,
+            }
+        ),
         Response::Attr(_)
     ));
     assert_eq!(unlink("g"), None);
-    let close = || match sh.call(g.ino, MetaRequest::Closed { ino: g.ino, client }) {
+    let close = || match sh.call(
+        g.ino,
+        MetaRequest::Closed {
+            ino: g.ino,
+            client,
+            keep: false,
+            dropped: Vec::new(),
+        },
+    ) {
         Response::Unlinked { orphan } => orphan.map(|o| o.ino),
         other => panic!("{other:?}"),
     };
