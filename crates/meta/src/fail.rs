@@ -34,6 +34,11 @@ pub(crate) enum OpError {
     /// and has not caught up yet); retryable at the leader.
     #[error("{what}")]
     NotLeader { what: String },
+    /// A client reopening a file it kept could not be made to drop what it
+    /// cached of it in time (see `Tokens::confirm_kept`); retryable once
+    /// it polls again.
+    #[error("client {client:016x} has not taken what this node revoked from it yet")]
+    ClientBehind { client: u64 },
     /// A replicated shard's change did not commit in time: too few replicas
     /// answer. Retryable; the change may still commit.
     #[error("shard change not committed after {waited_ms} ms: too few replicas answer")]
@@ -71,6 +76,9 @@ impl OpError {
                 RemoteError::new(ErrorKind::Busy, format!("{e}; try again"))
             }
             e @ OpError::NotLeader { .. } => RemoteError::new(ErrorKind::NotServing, e.to_string()),
+            e @ OpError::ClientBehind { .. } => {
+                RemoteError::new(ErrorKind::NotServing, format!("{e}; try again"))
+            }
             e @ (OpError::NoMajority { .. }
             | OpError::LeaderLost { .. }
             | OpError::Replication { .. }) => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),

@@ -172,6 +172,12 @@ impl State {
         Some(seq)
     }
 
+    fn noted_kept(&self, fs: FsId, client: u64, ino: Ino) -> bool {
+        self.grants
+            .get(&Covers::Attr(fs, ino))
+            .is_some_and(|hs| hs.iter().any(|h| h.client == client && h.kept))
+    }
+
     /// Takes every token of `client`: it did not answer in time.
     fn reset(&mut self, fs: FsId, client: u64) {
         for (covers, hs) in self.grants.iter_mut() {
@@ -329,42 +335,47 @@ impl Tokens {
         self.await_acks(st, fs, targets, now)
     }
 
+    /// Whether `client` still keeps closed file `ino` as far as this table
+    /// knows (see [`Tokens::confirm_kept`]); never waits.
+    pub fn noted_kept(&self, fs: FsId, client: u64, ino: Ino) -> bool {
+        self.lock().noted_kept(fs, client, ino)
+    }
+
     /// `client` reopens `ino`, which it kept since its last close, and is
     /// about to use what it cached. Unless this table still notes it kept
     /// (no change revoked it, the client was not reset, and this node's
     /// table was not emptied by a take-over), the client is first made to
     /// drop what it cached of the file: a revocation sent to it alone and
     /// waited for as a change's is (after its pending reset, if any, which
-    /// drops everything anyway).
-    pub fn confirm_kept(&self, fs: FsId, client: u64, ino: Ino) -> Revoked {
+    /// drops everything anyway). `None` when the client could not be made
+    /// to within the revocation wait (it is not polling this node, or did
+    /// not acknowledge): the reopen must not be answered yet.
+    pub fn confirm_kept(&self, fs: FsId, client: u64, ino: Ino) -> Option<Revoked> {
         let now = Instant::now();
         let mut st = self.lock();
-        let noted = st
-            .grants
-            .get(&Covers::Attr(fs, ino))
-            .is_some_and(|hs| hs.iter().any(|h| h.client == client && h.kept));
-        if noted {
-            return Revoked::default();
+        if st.noted_kept(fs, client, ino) {
+            return Some(Revoked::default());
         }
         let deadline = now + self.wait;
-        while st.clients.get(&(fs, client)).is_some_and(|q| q.reset) {
+        loop {
+            let pending_reset = st.clients.get(&(fs, client))?.reset;
+            if !pending_reset {
+                if let Some(seq) = st.enqueue(fs, client, &Revoke::Inode(ino), now) {
+                    let targets = HashMap::from([(client, seq)]);
+                    let r = self.await_acks(st, fs, targets, now);
+                    return (r.lost == 0).then_some(r);
+                }
+                // Not live: it was reset; wait for it to take that.
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Revoked {
-                    clients: 1,
-                    lost: 1,
-                };
+                return None;
             }
             st = match self.wake.wait_timeout(st, left) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
         }
-        let mut targets = HashMap::new();
-        if let Some(seq) = st.enqueue(fs, client, &Revoke::Inode(ino), now) {
-            targets.insert(client, seq);
-        }
-        self.await_acks(st, fs, targets, now)
     }
 
     /// Forgets every token on inodes and entries of `shard`: a replica

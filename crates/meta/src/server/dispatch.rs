@@ -47,14 +47,25 @@ impl MetaServer {
             }
             MetaRequest::Opened { ino, client, kept } => {
                 let attr = self.read(|s| ops::getattr::getattr(s, ino))?;
-                self.opens.open(ino, client, Instant::now());
                 let reader = current_client();
                 if let Some(t) = self.tokens().filter(|_| kept && reader != 0) {
                     // What it kept is used only if nothing here could have
-                    // changed the file without revoking it.
-                    let r = t.confirm_kept(self.spec.fs, reader, ino);
-                    self.count_revoked(r);
+                    // changed the file without revoking it. Making the
+                    // client drop it waits for the client: never on the
+                    // caller's own thread, which also serves its polls.
+                    if !t.noted_kept(self.spec.fs, reader, ino) {
+                        if local_only() {
+                            let e = Err(OpError::Locked { txid: 0 });
+                            note_escape(&e);
+                            return e;
+                        }
+                        let r = t
+                            .confirm_kept(self.spec.fs, reader, ino)
+                            .ok_or(OpError::ClientBehind { client: reader })?;
+                        self.count_revoked(r);
+                    }
                 }
+                self.opens.open(ino, client, Instant::now());
                 let seq = self
                     .tokens()
                     .filter(|_| reader != 0 && attr.kind == weft_proto::types::FileKind::File)

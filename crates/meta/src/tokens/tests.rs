@@ -149,7 +149,7 @@ fn a_reopen_of_a_file_no_longer_noted_kept_first_drops_its_cache() {
     t.poll(FS, 7, 0, Duration::ZERO);
     t.grant(FS, 7, &[Grant::Open(10), Grant::Keep(10)]);
     // Still noted: nothing to drop, nobody waited for.
-    assert_eq!(t.confirm_kept(FS, 7, 10), Revoked::default());
+    assert_eq!(t.confirm_kept(FS, 7, 10), Some(Revoked::default()));
     // A take-over of the inode's shard forgets what this node noted, so
     // the reopen has the client drop its cache and acknowledge first.
     t.forget_shard(FS, weft_proto::types::ino_shard(10));
@@ -162,7 +162,7 @@ fn a_reopen_of_a_file_no_longer_noted_kept_first_drops_its_cache() {
             (got.items, acked_at)
         })
     };
-    let r = t.confirm_kept(FS, 7, 10);
+    let r = t.confirm_kept(FS, 7, 10).unwrap();
     let returned = Instant::now();
     let (items, acked_at) = poller.join().unwrap();
     assert_eq!(items, vec![Revoke::Inode(10)]);
@@ -175,7 +175,22 @@ fn a_reopen_of_a_file_no_longer_noted_kept_first_drops_its_cache() {
     let other = weft_proto::types::make_ino(weft_proto::types::ino_shard(10) + 1, 5);
     t.grant(FS, 7, &[Grant::Open(other), Grant::Keep(other)]);
     t.forget_shard(FS, weft_proto::types::ino_shard(10));
-    assert_eq!(t.confirm_kept(FS, 7, other), Revoked::default());
+    assert_eq!(t.confirm_kept(FS, 7, other), Some(Revoked::default()));
+}
+
+#[test]
+fn a_reopen_is_not_confirmed_to_a_client_that_does_not_take_its_revocation() {
+    let t = Tokens::new(Duration::from_millis(100));
+    // Never polled this node: it cannot be told to drop anything.
+    assert_eq!(t.confirm_kept(FS, 7, 10), None);
+    t.poll(FS, 7, 0, Duration::ZERO);
+    t.grant(FS, 7, &[Grant::Open(10), Grant::Keep(10)]);
+    t.forget_shard(FS, weft_proto::types::ino_shard(10));
+    // Polls, but does not acknowledge within the wait: not confirmed, and
+    // reset; once it took the reset, a reopen waits for its acknowledgement.
+    assert_eq!(t.confirm_kept(FS, 7, 10), None);
+    assert!(t.poll(FS, 7, 0, Duration::ZERO).reset);
+    assert_eq!(t.confirm_kept(FS, 7, 10), None, "still no acknowledgement");
 }
 
 #[test]
