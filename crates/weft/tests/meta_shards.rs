@@ -189,6 +189,15 @@ struct Storm {
     places: Vec<Place>,
 }
 
+/// Sets its flag when dropped, also while unwinding.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs the create and rename storm from c1 and c2 while `during` kills
 /// and restarts a node.
 fn storm(c: &mut Cluster, clock: &Clock, during: impl FnOnce(&mut Cluster)) -> Storm {
@@ -229,6 +238,10 @@ fn storm(c: &mut Cluster, clock: &Clock, during: impl FnOnce(&mut Cluster)) -> S
             std::thread::spawn(move || mover(mnt, part, stop, places))
         })
         .collect();
+    // A panic in `during` stops the storm before the cluster is torn
+    // down: its threads would go on failing on the removed mounts and bury
+    // the panic's message under their errors.
+    let _stop_on_panic = StopOnDrop(stop.clone());
     std::thread::sleep(Duration::from_secs(4));
     during(c);
     std::thread::sleep(Duration::from_secs(3));

@@ -40,6 +40,8 @@ struct Replicas {
     net: Arc<MemNet>,
     /// Member 3 is a witness.
     witness: bool,
+    /// Member ids count down (the witness has the lowest), not up.
+    ids_down: bool,
     fx: Vec<Option<Fx>>,
     groups: Vec<Option<Arc<ShardGroup>>>,
     timing: ReplicaTiming,
@@ -75,10 +77,20 @@ impl Replicas {
     }
 
     async fn with_lease(timing: ReplicaTiming, witness: bool, lease_ms: u64) -> Replicas {
+        Self::start_three(timing, witness, lease_ms, false).await
+    }
+
+    async fn start_three(
+        timing: ReplicaTiming,
+        witness: bool,
+        lease_ms: u64,
+        ids_down: bool,
+    ) -> Replicas {
         let net = Arc::new(MemNet::default());
         let mut r = Replicas {
             net,
             witness,
+            ids_down,
             fx: Vec::new(),
             groups: Vec::new(),
             timing,
@@ -88,7 +100,7 @@ impl Replicas {
             let fx = Fx::with(|s| s.lock_lease_ms = lease_ms);
             let g = ShardGroup::start(
                 &fx.srv,
-                i as u64 + 1,
+                r.id(i),
                 r.net.link(&addr(i)),
                 timing,
                 r.is_witness(i),
@@ -99,7 +111,7 @@ impl Replicas {
             r.fx.push(Some(fx));
             r.groups.push(Some(g));
         }
-        let members: Vec<(u64, String)> = (0..3).map(|i| (i as u64 + 1, addr(i))).collect();
+        let members: Vec<(u64, String)> = (0..3).map(|i| (r.id(i), addr(i))).collect();
         let g0 = r.groups[0].clone().unwrap();
         g0.initialize(&members).await.unwrap();
         r
@@ -118,6 +130,15 @@ impl Replicas {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("no replica came to lead the shard");
+    }
+
+    /// Member `i`'s Raft id: `i + 1`, or with `ids_down` 3, 2, 1 for the
+    /// first three (then 4).
+    fn id(&self, i: usize) -> u64 {
+        match i {
+            0..=2 if self.ids_down => 3 - i as u64,
+            _ => i as u64 + 1,
+        }
     }
 
     fn is_witness(&self, i: usize) -> bool {
@@ -147,7 +168,7 @@ impl Replicas {
         let fx = self.fx[i].take().unwrap().reopen();
         let g = ShardGroup::start(
             &fx.srv,
-            i as u64 + 1,
+            self.id(i),
             self.net.link(&addr(i)),
             self.timing,
             self.is_witness(i),
@@ -203,7 +224,7 @@ impl Replicas {
         let fx = Fx::with(|s| s.lock_lease_ms = self.lease_ms);
         let g = ShardGroup::start(
             &fx.srv,
-            i as u64 + 1,
+            self.id(i),
             self.net.link(&addr(i)),
             self.timing,
             witness,
@@ -221,12 +242,12 @@ impl Replicas {
     /// the steps of `weft fs set -m`, asked of leader `l`.
     async fn regrade(&mut self, l: usize, i: usize, witness: bool) {
         let g = self.groups[l].clone().unwrap();
-        let others: Vec<u64> = (0..3).filter(|&k| k != i).map(|k| k as u64 + 1).collect();
+        let others: Vec<u64> = (0..3).filter(|&k| k != i).map(|k| self.id(k)).collect();
         g.set_voters(&others).unwrap();
         self.kill(i).await;
         self.witness = witness;
         self.start_empty(i, witness).await;
-        g.add_learner(i as u64 + 1, &addr(i), Duration::from_secs(10))
+        g.add_learner(self.id(i), &addr(i), Duration::from_secs(10))
             .unwrap();
         g.set_voters(&[1, 2, 3]).unwrap();
         self.caught_up(i, l).await;
@@ -325,7 +346,21 @@ async fn a_replica_behind_the_dropped_log_gets_a_snapshot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_and_a_witness_survive_the_leader() {
-    let mut r = Replicas::with(timing(), true).await;
+    witness_passes_on_the_lost_leaders_log(false).await;
+}
+
+/// The witness with a lower Raft id than the replica it must pass the
+/// log to: as candidates of one term the replica would win the tie, so
+/// the witness must campaign a term above the replica's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_of_a_lower_id_than_the_replica_still_passes_the_log_on() {
+    witness_passes_on_the_lost_leaders_log(true).await;
+}
+
+/// The other replica misses the leader's last writes, which only the
+/// witness holds; once the leader is killed, the replica leads with them.
+async fn witness_passes_on_the_lost_leaders_log(ids_down: bool) {
+    let mut r = Replicas::start_three(timing(), true, 0, ids_down).await;
     let l = r.leader().await;
     assert_ne!(l, 2, "the witness serves");
     let other = 1 - l;
@@ -865,6 +900,7 @@ async fn a_shard_with_one_copy_forms_a_group_alone_and_members_join_with_its_rec
     let mut r = Replicas {
         net: Arc::new(MemNet::default()),
         witness: false,
+        ids_down: false,
         fx: vec![Some(fx), None, None],
         groups: vec![None, None, None],
         timing: timing(),

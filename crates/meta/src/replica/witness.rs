@@ -9,7 +9,11 @@
 //!   replica did not. That replica then cannot win (the witness refuses a
 //!   candidate whose log is shorter than its own). So when the witness
 //!   refuses a candidate for its log, and it has heard from no leader for a
-//!   lease, it starts an election at once ([`ShardGroup::serve_witness`]).
+//!   lease, it starts an election at once ([`ShardGroup::serve_witness`]),
+//!   one term above the candidate's: Raft ids break ties between
+//!   candidates of one term, so from the same term a witness of a lower id
+//!   than the replica would lose every round, each started by the
+//!   replica's next candidacy, and the shard would have no leader.
 //! - **Handing the lead on.** Leading, it waits until a voting replica has
 //!   its whole log, stops its heartbeats, waits out its lease (until then
 //!   members refuse any candidate) and asks that replica to start an
@@ -47,20 +51,30 @@ impl ShardGroup {
                 let Ok(req) = decode_msg::<VoteRequest<u64>>(payload) else {
                     return weft_raft::serve(&self.raft, kind, payload).await;
                 };
-                let candidate = req.vote.leader_id().voted_for();
+                let candidate_vote = req.vote;
                 let candidate_log = req.last_log_id;
                 let answer = self.raft.vote(req).await;
-                let refused_for_log = answer
-                    .as_ref()
-                    .is_ok_and(|v| !v.vote_granted && v.last_log_id > candidate_log);
-                if refused_for_log && self.heard_ago() > self.lease_length() {
+                let own_log = match &answer {
+                    Ok(v) if !v.vote_granted && v.last_log_id > candidate_log => v.last_log_id,
+                    _ => return encode_msg(&answer),
+                };
+                if self.heard_ago() > self.lease_length() {
                     tracing::info!(
                         member = self.id,
-                        candidate = ?candidate,
+                        candidate = ?candidate_vote.leader_id().voted_for(),
+                        term = candidate_vote.leader_id().get_term(),
                         "the witness holds entries the candidate lacks; it campaigns to pass them on"
                     );
                     let raft = self.raft.clone();
                     tokio::spawn(async move {
+                        // First the candidate's term, noted as its vote
+                        // without granting it (the refusal is sent): an
+                        // election from the witness's own, older term
+                        // would tie with the candidate's, and with a
+                        // lower id the witness loses every tie.
+                        if let Err(e) = raft.vote(VoteRequest::new(candidate_vote, own_log)).await {
+                            tracing::debug!(error = %e, "the witness could not take the candidate's term");
+                        }
                         if let Err(e) = raft.trigger().elect().await {
                             tracing::debug!(error = %e, "the witness could not start an election");
                         }

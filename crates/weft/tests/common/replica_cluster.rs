@@ -38,7 +38,8 @@ pub const STATUSES: [&str; 4] = ["up", "down", "recovering", "stopped"];
 /// Longest a `weft` command polled in a loop may take before it is killed.
 pub const POLL_CMD_SECS: &str = "20";
 /// What the nodes log: warnings, and the cluster's and clients' decisions
-/// (disk status changes, failure reports, resyncs).
+/// (disk status changes, failure reports, resyncs). WEFT_IT_NODE_LOG
+/// replaces it.
 pub const NODE_LOG: &str = "warn,weft::cluster=info,weft_client=info";
 
 /// Elapsed-time progress lines.
@@ -362,7 +363,10 @@ impl Cluster {
         c.args(args)
             .arg("--data")
             .arg(self.data(h))
-            .env("WEFT_LOG", NODE_LOG)
+            .env(
+                "WEFT_LOG",
+                std::env::var("WEFT_IT_NODE_LOG").unwrap_or_else(|_| NODE_LOG.into()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
@@ -487,10 +491,14 @@ impl Cluster {
 
 impl Drop for Cluster {
     /// On failure, the end of every node's log (the temporary directory
-    /// goes away with the test).
+    /// goes away with the test, unless WEFT_IT_KEEP is set).
     fn drop(&mut self) {
         if std::thread::panicking() {
             netns::show_logs(self.root.path());
+            if std::env::var_os("WEFT_IT_KEEP").is_some() {
+                self.root.disable_cleanup(true);
+                eprintln!("keeping {}", self.root.path().display());
+            }
         }
     }
 }
