@@ -537,9 +537,17 @@ impl ShardGroup {
                     // the group's first term nobody can have.
                     server.ask_for_opens();
                     // Nor may what this node noted in an earlier term of
-                    // its own stand for what other leaders granted since.
+                    // its own stand for what other leaders granted since,
+                    // and clients drop what they cached under them.
                     if let Some(t) = server.tokens() {
-                        t.forget_shard(server.spec().fs, server.spec().shard);
+                        let r = t.take_over(server.spec().fs, server.spec().shard);
+                        tracing::info!(
+                            fs = server.spec().fs,
+                            shard = server.spec().shard,
+                            clients = r.clients,
+                            late = r.lost,
+                            "clients of the node reset at the take-over"
+                        );
                     }
                 }
                 self.ready_term.store(m.current_term, Ordering::Release);

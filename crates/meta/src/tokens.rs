@@ -335,63 +335,6 @@ impl Tokens {
         self.await_acks(st, fs, targets, now)
     }
 
-    /// Whether `client` still keeps closed file `ino` as far as this table
-    /// knows (see [`Tokens::confirm_kept`]); never waits.
-    pub fn noted_kept(&self, fs: FsId, client: u64, ino: Ino) -> bool {
-        self.lock().noted_kept(fs, client, ino)
-    }
-
-    /// `client` reopens `ino`, which it kept since its last close, and is
-    /// about to use what it cached. Unless this table still notes it kept
-    /// (no change revoked it, the client was not reset, and this node's
-    /// table was not emptied by a take-over), the client is first made to
-    /// drop what it cached of the file: a revocation sent to it alone and
-    /// waited for as a change's is (after its pending reset, if any, which
-    /// drops everything anyway). `None` when the client could not be made
-    /// to within the revocation wait (it is not polling this node, or did
-    /// not acknowledge): the reopen must not be answered yet.
-    pub fn confirm_kept(&self, fs: FsId, client: u64, ino: Ino) -> Option<Revoked> {
-        let now = Instant::now();
-        let mut st = self.lock();
-        if st.noted_kept(fs, client, ino) {
-            return Some(Revoked::default());
-        }
-        let deadline = now + self.wait;
-        loop {
-            let pending_reset = st.clients.get(&(fs, client))?.reset;
-            if !pending_reset {
-                if let Some(seq) = st.enqueue(fs, client, &Revoke::Inode(ino), now) {
-                    let targets = HashMap::from([(client, seq)]);
-                    let r = self.await_acks(st, fs, targets, now);
-                    return (r.lost == 0).then_some(r);
-                }
-                // Not live: it was reset; wait for it to take that.
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            st = match self.wake.wait_timeout(st, left) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
-    }
-
-    /// Forgets every token on inodes and entries of `shard`: a replica
-    /// that takes the shard over cannot know what clients were granted by
-    /// the leaders between its terms, so nothing noted here from before
-    /// stands for them (a reopen of a kept file finds it not noted, see
-    /// [`Tokens::confirm_kept`]).
-    pub fn forget_shard(&self, fs: FsId, shard: weft_proto::types::ShardId) {
-        let on = |ino: Ino| weft_proto::types::ino_shard(ino) == shard;
-        let mut st = self.lock();
-        st.grants.retain(|c, _| match c {
-            Covers::Attr(f, ino) | Covers::Entry(f, ino, _) => !(*f == fs && on(*ino)),
-        });
-        st.data.retain(|(f, ino), _| !(*f == fs && on(*ino)));
-    }
-
     /// Asks every other client that has `ino` open to write out what it
     /// wrote to it and commit the size and mtime (`Revoke::Flush`), and
     /// waits (up to the revocation wait) until they have: `client` is about
@@ -530,20 +473,21 @@ impl Tokens {
                 q.items.pop_front();
             }
         }
-        if q.reset {
-            q.reset = false;
-            self.wake.notify_all();
-            return Revocations {
-                seq: q.acked,
-                reset: true,
-                items: Vec::new(),
-            };
-        }
         self.wake.notify_all();
         loop {
-            let Some(q) = st.clients.get(&(fs, client)) else {
+            let Some(q) = st.clients.get_mut(&(fs, client)) else {
                 return Revocations::default();
             };
+            // Reset before or while this poll waited.
+            if q.reset {
+                q.reset = false;
+                self.wake.notify_all();
+                return Revocations {
+                    seq: q.acked,
+                    reset: true,
+                    items: Vec::new(),
+                };
+            }
             if let Some((seq, _)) = q.items.back() {
                 return Revocations {
                     seq: *seq,
@@ -616,6 +560,7 @@ pub(crate) fn revokes_of<'a>(keys: impl IntoIterator<Item = (Space, &'a [u8])>) 
 
 mod data;
 pub use data::DATA_WAIT;
+mod leaders;
 
 #[cfg(test)]
 mod tests;

@@ -32,6 +32,12 @@
 //!   too, so shard 1 is served from q1's copy, and the same checks hold
 //!   (every file reads its own bytes). Its directories split at 200 entries
 //!   too, so shard 1 also holds a bucket of the shared directory.
+//! - `a_file_kept_open_across_a_leader_move_sees_a_change_made_after_it`:
+//!   on `-m 2`, c2 opens a file of shard 1 and reads it whole (its kernel
+//!   and pagepool cache it). `weft meta move` takes shard 1's leader out
+//!   while that node stays up, so another replica leads with a token table
+//!   that knows nothing of c2. c1 then rewrites the file; c2 must read the
+//!   new bytes through the descriptor it kept open.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -563,6 +569,56 @@ fn check_split(c: &mut Cluster, clock: &Clock) {
         "the shared directory's {n} files are on {} shards",
         shards.len()
     ));
+}
+
+#[test]
+fn a_file_kept_open_across_a_leader_move_sees_a_change_made_after_it() {
+    let _serial = netns::one_at_a_time();
+    let clock = Clock(Instant::now());
+    let Some((c, list)) = boot_replicated("mlmv", &clock, None) else {
+        return;
+    };
+    let q1 = c.host("q1");
+    let leader = leader_of(&list, 1);
+    let (m1, m2) = (c.mount("c1"), c.mount("c2"));
+    let path = file_on_shard(&m1, 1);
+    let mut held = std::fs::File::open(m2.join(&path)).unwrap();
+    let mut got = Vec::new();
+    std::io::Read::read_to_end(&mut held, &mut got).unwrap();
+    assert!(got == held_bytes());
+    clock.say("c2 holds a file of shard 1 open and has read it");
+    let moved = c.weft_ok(
+        &q1,
+        &["meta", "move", "fs1", "1", "--from", &leader, "--to", "q1"],
+    );
+    assert!(
+        moved.contains(&format!("moved from {leader} to q1")),
+        "{moved}"
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "shard 1 led by another node",
+        || {
+            let o = c.weft_bounded(&q1, &["meta", "list", "fs1"]);
+            let list = String::from_utf8_lossy(&o.stdout).into_owned();
+            serving_rows(&list) == 8 && leader_of(&list, 1) != leader
+        },
+    );
+    clock.say(&format!(
+        "shard 1 moved off its leader {leader}, which stays up"
+    ));
+    let new: Vec<u8> = held_bytes().iter().map(|b| b ^ 0x5a).collect();
+    std::fs::write(m1.join(&path), &new).unwrap();
+    got.clear();
+    std::io::Seek::seek(&mut held, std::io::SeekFrom::Start(0)).unwrap();
+    std::io::Read::read_to_end(&mut held, &mut got).unwrap();
+    let same = got.iter().zip(&new).filter(|(a, b)| a == b).count();
+    assert!(
+        got == new,
+        "c2 read {} bytes through its open descriptor, {same} of them as rewritten on c1",
+        got.len()
+    );
+    clock.say("c2 read the bytes c1 wrote after the move");
 }
 
 #[test]

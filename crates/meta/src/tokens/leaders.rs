@@ -1,0 +1,129 @@
+//! What a change of a shard's leader does to the token table of the node
+//! that takes the shard over.
+//!
+//! The table belongs to the node, not to the shard's replicated state: a
+//! replica that takes a shard over cannot know what the leaders between its
+//! terms granted. So at a take-over ([`Tokens::take_over`]) it forgets
+//! what it noted of the shard's inodes and entries, and resets every client
+//! that polls it (each drops everything it caches of the file system, and
+//! gets tokens again as it asks), waiting until each took its reset before
+//! the shard serves. A client that does not take it within the revocation
+//! wait is no longer live here and gets no tokens until it polls again;
+//! one that cannot reach the node at all resets itself (see the client's
+//! `tokens`). A client that reopens a file it kept since its close says so,
+//! and is made to drop what it cached of it unless this table still notes
+//! it kept ([`Tokens::confirm_kept`]).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use weft_proto::token::Revoke;
+use weft_proto::types::{ino_shard, FsId, Ino, ShardId};
+
+use super::{Covers, Revoked, Tokens};
+
+impl Tokens {
+    /// Whether `client` still keeps closed file `ino` as far as this table
+    /// knows (see [`Tokens::confirm_kept`]); never waits.
+    pub fn noted_kept(&self, fs: FsId, client: u64, ino: Ino) -> bool {
+        self.lock().noted_kept(fs, client, ino)
+    }
+
+    /// `client` reopens `ino`, which it kept since its last close, and is
+    /// about to use what it cached. Unless this table still notes it kept
+    /// (no change revoked it, the client was not reset, and this node's
+    /// table was not emptied by a take-over), the client is first made to
+    /// drop what it cached of the file: a revocation sent to it alone and
+    /// waited for as a change's is (after its pending reset, if any, which
+    /// drops everything anyway). `None` when the client could not be made
+    /// to within the revocation wait (it is not polling this node, or did
+    /// not acknowledge): the reopen must not be answered yet.
+    pub fn confirm_kept(&self, fs: FsId, client: u64, ino: Ino) -> Option<Revoked> {
+        let now = Instant::now();
+        let mut st = self.lock();
+        if st.noted_kept(fs, client, ino) {
+            return Some(Revoked::default());
+        }
+        let deadline = now + self.wait;
+        loop {
+            let pending_reset = st.clients.get(&(fs, client))?.reset;
+            if !pending_reset {
+                if let Some(seq) = st.enqueue(fs, client, &Revoke::Inode(ino), now) {
+                    let targets = HashMap::from([(client, seq)]);
+                    let r = self.await_acks(st, fs, targets, now);
+                    return (r.lost == 0).then_some(r);
+                }
+                // Not live: it was reset; wait for it to take that.
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// Forgets every token on inodes and entries of `shard` (a reopen of
+    /// a kept file then finds it not noted).
+    pub(super) fn forget_shard(&self, fs: FsId, shard: ShardId) {
+        let on = |ino: Ino| ino_shard(ino) == shard;
+        let mut st = self.lock();
+        st.grants.retain(|c, _| match c {
+            Covers::Attr(f, ino) | Covers::Entry(f, ino, _) => !(*f == fs && on(*ino)),
+        });
+        st.data.retain(|(f, ino), _| !(*f == fs && on(*ino)));
+    }
+
+    /// This node's replica takes `shard` over in a later term: forgets
+    /// what was noted of the shard and resets every live client of `fs`
+    /// that polls this node, waiting (up to the revocation wait) until each
+    /// took its reset. What a client cached under an earlier leader's
+    /// tokens, of files it keeps open too, is dropped before the new leader
+    /// answers a change.
+    pub fn take_over(&self, fs: FsId, shard: ShardId) -> Revoked {
+        self.forget_shard(fs, shard);
+        let now = Instant::now();
+        let mut st = self.lock();
+        let live: Vec<u64> = st
+            .clients
+            .iter()
+            .filter(|((f, _), q)| *f == fs && q.live(now))
+            .map(|((_, c), _)| *c)
+            .collect();
+        for c in &live {
+            st.reset(fs, *c);
+        }
+        if live.is_empty() {
+            return Revoked::default();
+        }
+        self.wake.notify_all();
+        let deadline = now + self.wait;
+        let mut waiting = live.clone();
+        loop {
+            waiting.retain(|c| st.clients.get(&(fs, *c)).is_some_and(|q| q.reset));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if waiting.is_empty() || left.is_zero() {
+                break;
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+        for c in &waiting {
+            tracing::warn!(
+                fs,
+                shard,
+                client = format_args!("{c:016x}"),
+                "a client did not take its reset at a take-over in time; it gets no tokens until it polls"
+            );
+        }
+        Revoked {
+            clients: live.len(),
+            lost: waiting.len(),
+        }
+    }
+}
