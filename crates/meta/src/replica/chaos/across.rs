@@ -90,7 +90,7 @@ fn writer(fs: &Fs, dirs: [Ino; 2], w: usize, stop: &AtomicBool) -> Done {
 }
 
 async fn run(seed: u64, witness: bool) {
-    let fs = Arc::new(Fs::new(2, witness).await);
+    let fs = Arc::new(Fs::new(2, witness, seed).await);
     // Two directories, one on each shard (new directories go to shards by
     // hash).
     let mut dirs: [Option<Ino>; 2] = [None, None];

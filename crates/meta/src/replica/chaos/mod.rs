@@ -1,5 +1,7 @@
 //! Seeded fault runs of replicated shards, in one process: each shard has
-//! three members (or two replicas and a witness) on the in-process network,
+//! three members (or two replicas and a witness, which member depending on
+//! the seed and the shard, so its Raft id is the lowest in some runs) on
+//! the in-process network,
 //! writers send requests through whichever member serves, as the client
 //! does (a refusal sends the request to the next member; a change whose
 //! outcome is unknown is resent, and its `Exists` or `NotFound` taken as its
@@ -58,7 +60,10 @@ struct Group {
     dirs: Vec<tempfile::TempDir>,
     members: Mutex<Vec<Option<Arc<Member>>>>,
     spec: MetaSpec,
-    witness: bool,
+    /// The member that is the witness, if any: it varies with the seed
+    /// and the shard, so that runs have it with the lowest Raft id, a
+    /// middle one, and the highest.
+    witness: Option<usize>,
     peers: Arc<Peers>,
 }
 
@@ -82,7 +87,7 @@ impl Group {
     }
 
     fn is_witness(&self, i: usize) -> bool {
-        self.witness && i == 2
+        self.witness == Some(i)
     }
 
     /// Starts member `i` from its database (empty the first time).
@@ -223,7 +228,7 @@ struct Fs {
 }
 
 impl Fs {
-    async fn new(shards: u16, witness: bool) -> Fs {
+    async fn new(shards: u16, witness: bool, seed: u64) -> Fs {
         let net = Arc::new(MemNet::default());
         let peers = Arc::new(Peers::default());
         let mut groups = Vec::new();
@@ -238,7 +243,7 @@ impl Fs {
                 dirs: (0..3).map(|_| tempfile::tempdir().unwrap()).collect(),
                 members: Mutex::new(vec![None, None, None]),
                 spec,
-                witness,
+                witness: witness.then_some((seed as usize + shard as usize) % 3),
                 peers: peers.clone(),
             });
             for i in 0..3 {
@@ -246,7 +251,8 @@ impl Fs {
             }
             let members: Vec<(u64, String)> =
                 (0..3).map(|i| (i as u64 + 1, addr(shard, i))).collect();
-            g.member(0)
+            let first = (0..3).find(|&i| !g.is_witness(i)).unwrap_or(0);
+            g.member(first)
                 .unwrap()
                 .group
                 .initialize(&members)

@@ -73,7 +73,7 @@ fn writer(fs: &Fs, w: usize, stop: &AtomicBool) -> Done {
 }
 
 async fn run(seed: u64, witness: bool) {
-    let fs = Arc::new(Fs::new(1, witness).await);
+    let fs = Arc::new(Fs::new(1, witness, seed).await);
     let (done, faults): (Vec<Done>, _) = under_faults(&fs, seed, writer).await;
     let what = format!("seed {seed}, witness {witness}, faults {faults:?}");
     let errors: Vec<&String> = done.iter().flat_map(|d| &d.errors).collect();
