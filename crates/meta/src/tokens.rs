@@ -359,6 +359,26 @@ impl Tokens {
         self.await_acks(st, fs, targets, now)
     }
 
+    /// Waits on the table until `pending` is false or `deadline` has
+    /// passed; `pending` is asked first and after every change.
+    fn wait_while<'a>(
+        &self,
+        mut st: MutexGuard<'a, State>,
+        deadline: Instant,
+        mut pending: impl FnMut(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !pending(&st) || left.is_zero() {
+                return st;
+            }
+            st = match self.wake.wait_timeout(st, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
     /// Waits until each target acknowledged its sequence number or the
     /// revocation wait is over; the late ones lose their tokens.
     fn await_acks(
@@ -373,22 +393,14 @@ impl Tokens {
         }
         self.wake.notify_all();
         let sent = targets.len();
-        let deadline = now + self.wait;
-        loop {
+        st = self.wait_while(st, now + self.wait, |st| {
             targets.retain(|client, seq| {
                 st.clients
                     .get(&(fs, *client))
                     .is_some_and(|q| !q.reset && q.acked < *seq)
             });
-            let left = deadline.saturating_duration_since(Instant::now());
-            if targets.is_empty() || left.is_zero() {
-                break;
-            }
-            st = match self.wake.wait_timeout(st, left) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
+            !targets.is_empty()
+        });
         let lost = targets.len();
         for client in targets.keys() {
             tracing::warn!(

@@ -100,19 +100,11 @@ impl Tokens {
             return Revoked::default();
         }
         self.wake.notify_all();
-        let deadline = now + self.wait;
         let mut waiting = live.clone();
-        loop {
+        drop(self.wait_while(st, now + self.wait, |st| {
             waiting.retain(|c| st.clients.get(&(fs, *c)).is_some_and(|q| q.reset));
-            let left = deadline.saturating_duration_since(Instant::now());
-            if waiting.is_empty() || left.is_zero() {
-                break;
-            }
-            st = match self.wake.wait_timeout(st, left) {
-                Ok((g, _)) => g,
-                Err(p) => p.into_inner().0,
-            };
-        }
+            !waiting.is_empty()
+        }));
         for c in &waiting {
             tracing::warn!(
                 fs,
