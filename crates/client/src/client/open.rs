@@ -53,6 +53,12 @@ impl Client {
     /// told with the next `Closed` to it).
     fn let_go(&self, ino: Ino) {
         self.kept.revoked(ino);
+        self.forget_data(ino);
+    }
+
+    /// Answers to data requests sent before are void, and the blocks
+    /// cached under the file's tokens go.
+    fn forget_data(&self, ino: Ino) {
         self.data_tokens.closed(ino);
         self.drop_cached(ino);
     }
@@ -196,11 +202,9 @@ impl Client {
         };
         let answer = self.meta(ino, req, Bytes::new()).await;
         for &gone in &dropped {
-            // The shard let go of them: answers to requests sent before are
-            // void, and what was cached under them goes (one opened again
-            // meanwhile asks anew).
-            self.data_tokens.closed(gone);
-            self.drop_cached(gone);
+            // The shard let go of them (one opened again meanwhile asks
+            // anew).
+            self.forget_data(gone);
         }
         match answer? {
             (Response::Unlinked { orphan: Some(o) }, _) => {
