@@ -16,6 +16,7 @@ mod log;
 #[cfg(feature = "testing")]
 pub mod mem;
 mod network;
+mod recent;
 
 use openraft::{BasicNode, Raft, RaftTypeConfig};
 use weft_proto::msg::RaftKind;
@@ -37,14 +38,15 @@ pub type StorageError = openraft::StorageError<u64>;
 pub type StoredMembership = openraft::StoredMembership<u64, BasicNode>;
 
 /// The type configurations this crate serves: `u64` member ids named by
-/// address, openraft's own entry type.
+/// address, openraft's own entry type, entries that can be copied (the log
+/// store keeps the last ones in memory).
 pub trait Group:
-    RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<Self>>
+    RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<Self>, D: Clone>
 {
 }
 
 impl<C> Group for C where
-    C: RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<C>>
+    C: RaftTypeConfig<NodeId = u64, Node = BasicNode, Entry = openraft::Entry<C>, D: Clone>
 {
 }
 

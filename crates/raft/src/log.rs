@@ -1,7 +1,6 @@
 //! The Raft log, vote and commit point of one group member, in redb: every
 //! append and every vote is durable (fsync'ed) before Raft is told so; the
-//! commit point is written without an fsync of its own. The
-//! store is generic over the group's type configuration; the quorum keeps it
+//! commit point is written with the appends' fsyncs. The store is generic over the group's type configuration; the quorum keeps it
 //! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
 //!
 //! Appends commit at once but without an fsync; a flusher thread per store
@@ -9,7 +8,11 @@
 //! durable commit) and only then tells Raft they are flushed, in order. So
 //! appends that arrive together share an fsync, and nothing is reported
 //! flushed before it is on disk (a crash loses only appends Raft was never
-//! told of).
+//! told of). The commit point Raft saves is kept in memory and written by
+//! that same durable commit, not by a transaction of its own. The last
+//! entries appended are also kept in memory ([`crate::recent`]), so a
+//! leader's replication streams and its state machine read them without a
+//! database read and a decode.
 
 use std::fmt::Debug;
 use std::ops::RangeBounds;
@@ -21,6 +24,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::recent::Recent;
 use crate::{Group, LogId, StorageError, Vote};
 
 pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
@@ -63,17 +67,9 @@ pub fn get_meta<T: DeserializeOwned>(db: &Database, key: &str) -> Result<Option<
 
 /// Writes META records in one durable transaction.
 pub fn put_meta(db: &Database, records: &[(&str, Vec<u8>)]) -> Result<(), StorageError> {
-    put_meta_with(db, records, Durability::Immediate)
-}
-
-/// Writes META records in one transaction of the given durability.
-fn put_meta_with(
-    db: &Database,
-    records: &[(&str, Vec<u8>)],
-    durability: Durability,
-) -> Result<(), StorageError> {
     let mut txn = db.begin_write().map_err(write_err)?;
-    txn.set_durability(durability).map_err(write_err)?;
+    txn.set_durability(Durability::Immediate)
+        .map_err(write_err)?;
     {
         let mut table = txn.open_table(META).map_err(write_err)?;
         for (k, v) in records {
@@ -149,6 +145,10 @@ pub struct LogStore<C: Group> {
     db: Arc<Database>,
     /// Appends waiting for the flusher's fsync.
     flush: std::sync::mpsc::Sender<LogFlushed<C>>,
+    /// The last entries appended, for readers.
+    recent: Recent<C>,
+    /// The commit point, until the flusher writes it.
+    committed: Unwritten,
 }
 
 impl<C: Group> Clone for LogStore<C> {
@@ -156,19 +156,45 @@ impl<C: Group> Clone for LogStore<C> {
         LogStore {
             db: self.db.clone(),
             flush: self.flush.clone(),
+            recent: self.recent.clone(),
+            committed: self.committed.clone(),
         }
     }
 }
 
+/// The commit point Raft saved last and no commit has written yet.
+type Unwritten = Arc<std::sync::Mutex<Option<Vec<u8>>>>;
+
+fn take_unwritten(committed: &Unwritten) -> Option<Vec<u8>> {
+    match committed.lock() {
+        Ok(mut g) => g.take(),
+        Err(p) => p.into_inner().take(),
+    }
+}
+
+/// One durable commit of the log store: the appends before it become
+/// durable, and so does the commit point saved since the last one.
+fn make_durable(db: &Database, round: u64, committed: &Unwritten) -> Result<(), StorageError> {
+    let mut records = vec![(FLUSHED, round.to_le_bytes().to_vec())];
+    if let Some(c) = take_unwritten(committed) {
+        records.push((COMMITTED, c));
+    }
+    put_meta(db, &records)
+}
+
 /// Makes the appends queued on `rx` durable, a batch per fsync, and tells
 /// Raft; ends when every store handle is gone.
-fn flusher<C: Group>(db: Arc<Database>, rx: std::sync::mpsc::Receiver<LogFlushed<C>>) {
+fn flusher<C: Group>(
+    db: Arc<Database>,
+    committed: Unwritten,
+    rx: std::sync::mpsc::Receiver<LogFlushed<C>>,
+) {
     let mut round = 0u64;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
         round += 1;
-        let done = put_meta(&db, &[(FLUSHED, round.to_le_bytes().to_vec())]);
+        let done = make_durable(&db, round, &committed);
         let failed = done.as_ref().err().map(|e| e.to_string());
         for cb in batch {
             cb.log_io_completed(match &failed {
@@ -183,11 +209,18 @@ impl<C: Group> LogStore<C> {
     pub fn new(db: Arc<Database>) -> Self {
         let (tx, rx) = std::sync::mpsc::channel();
         let for_flusher = db.clone();
+        let committed = Unwritten::default();
+        let unwritten = committed.clone();
         std::thread::Builder::new()
             .name("raft-log-flush".into())
-            .spawn(move || flusher::<C>(for_flusher, rx))
+            .spawn(move || flusher::<C>(for_flusher, unwritten, rx))
             .ok();
-        LogStore { db, flush: tx }
+        LogStore {
+            db,
+            flush: tx,
+            recent: Recent::default(),
+            committed,
+        }
     }
 
     fn last_entry(&self) -> Result<Option<LogId>, StorageError> {
@@ -205,6 +238,25 @@ impl<C: Group> LogStore<C> {
             None => None,
         };
         Ok(last)
+    }
+
+    /// Writes `entries` without an fsync (durable with the flusher's next
+    /// one, before Raft hears of them) and keeps them for readers.
+    fn write_entries(&self, entries: &[openraft::Entry<C>]) -> Result<(), StorageError> {
+        let mut txn = self.db.begin_write().map_err(write_err)?;
+        txn.set_durability(Durability::None).map_err(write_err)?;
+        {
+            let mut table = txn.open_table(LOG).map_err(write_err)?;
+            for e in entries {
+                let bytes = encode(e)?;
+                table
+                    .insert(e.log_id.index, bytes.as_slice())
+                    .map_err(write_err)?;
+            }
+        }
+        txn.commit().map_err(write_err)?;
+        self.recent.appended(entries);
+        Ok(())
     }
 
     /// Removes log entries whose index is in `range`.
@@ -227,6 +279,9 @@ impl<C: Group> RaftLogReader<C> for LogStore<C> {
         &mut self,
         range: RB,
     ) -> Result<Vec<openraft::Entry<C>>, StorageError> {
+        if let Some(hit) = self.recent.get(&range) {
+            return Ok(hit);
+        }
         let txn = self.db.begin_read().map_err(read_err)?;
         let table = match txn.open_table(LOG) {
             Ok(t) => t,
@@ -266,21 +321,30 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         get_meta(&self.db, VOTE)
     }
 
-    /// Not fsync'ed: it becomes durable with the flusher's next fsync. Raft
-    /// needs no durable commit point (openraft only re-applies up to it at
-    /// start, and takes the state machine's applied entry when that is
-    /// ahead), and an fsync here, on Raft's own task, cost every member an
-    /// fsync per commit.
+    /// Kept in memory and written by the flusher's next durable commit.
+    /// Raft needs no durable commit point (openraft only re-applies up to
+    /// it at start, and takes the state machine's applied entry when that
+    /// is ahead, so one older than the last saved is fine). A write here,
+    /// on Raft's own task between a commit and its apply, cost every
+    /// member a transaction per commit; with an fsync, one more fsync.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        put_meta_with(
-            &self.db,
-            &[(COMMITTED, encode(&committed)?)],
-            Durability::None,
-        )
+        let bytes = encode(&committed)?;
+        match self.committed.lock() {
+            Ok(mut g) => *g = Some(bytes),
+            Err(p) => *p.into_inner() = Some(bytes),
+        }
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(get_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten())
+        let unwritten = match self.committed.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        match unwritten {
+            Some(bytes) => decode::<Option<LogId>>(&bytes),
+            None => Ok(get_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten()),
+        }
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError>
@@ -288,22 +352,11 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         I: IntoIterator<Item = openraft::Entry<C>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut txn = self.db.begin_write().map_err(write_err)?;
-        // Durable with the flusher's next fsync, before Raft hears of it.
-        txn.set_durability(Durability::None).map_err(write_err)?;
-        {
-            let mut table = txn.open_table(LOG).map_err(write_err)?;
-            for e in entries {
-                let bytes = encode(&e)?;
-                table
-                    .insert(e.log_id.index, bytes.as_slice())
-                    .map_err(write_err)?;
-            }
-        }
-        txn.commit().map_err(write_err)?;
+        let entries: Vec<openraft::Entry<C>> = entries.into_iter().collect();
+        self.write_entries(&entries)?;
         if let Err(unsent) = self.flush.send(callback) {
             // No flusher (its thread could not start): fsync here.
-            let done = put_meta(&self.db, &[(FLUSHED, 0u64.to_le_bytes().to_vec())]);
+            let done = make_durable(&self.db, 0, &self.committed);
             let failed = done.as_ref().err().map(|e| e.to_string());
             unsent.0.log_io_completed(match &failed {
                 None => Ok(()),
@@ -317,11 +370,13 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.recent.truncated(log_id.index);
         self.remove(log_id.index, u64::MAX)
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         put_meta(&self.db, &[(PURGED, encode(&log_id)?)])?;
+        self.recent.purged(log_id.index);
         self.remove(0, log_id.index)
     }
 }
@@ -331,6 +386,96 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    use crate::recent::tests::{entry_of as entry, T};
+
+    fn ids(entries: &[openraft::Entry<T>]) -> Vec<(u64, u64)> {
+        entries
+            .iter()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect()
+    }
+
+    /// What a store reads for `range`, from memory and from the database
+    /// alone (a store opened afresh on the same file keeps nothing yet).
+    async fn both(store: &mut LogStore<T>, range: std::ops::Range<u64>) -> [Vec<(u64, u64)>; 2] {
+        let mut fresh = LogStore::<T>::new(store.db.clone());
+        [
+            ids(&store.try_get_log_entries(range.clone()).await.unwrap()),
+            ids(&fresh.try_get_log_entries(range).await.unwrap()),
+        ]
+    }
+
+    #[tokio::test]
+    async fn reads_from_memory_match_the_database_across_truncations_and_purges() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("log.redb")).unwrap());
+        let mut store = LogStore::<T>::new(db);
+        let first: Vec<_> = (1..=40).map(|i| entry(1, i)).collect();
+        store.write_entries(&first).unwrap();
+        for range in [1..41, 5..9, 39..100, 41..50, 0..3] {
+            let [mem, disk] = both(&mut store, range.clone()).await;
+            assert_eq!(mem, disk, "range {range:?}");
+        }
+        // A new leader's entries replace the tail from 31 on.
+        store.truncate(entry(1, 31).log_id).await.unwrap();
+        let [mem, disk] = both(&mut store, 25..100).await;
+        assert_eq!(mem.last(), Some(&(1, 30)), "nothing truncated is read");
+        assert_eq!(mem, disk);
+        store
+            .write_entries(&(31..=35).map(|i| entry(2, i)).collect::<Vec<_>>())
+            .unwrap();
+        let [mem, disk] = both(&mut store, 28..100).await;
+        assert_eq!(
+            mem,
+            vec![
+                (1, 28),
+                (1, 29),
+                (1, 30),
+                (2, 31),
+                (2, 32),
+                (2, 33),
+                (2, 34),
+                (2, 35)
+            ]
+        );
+        assert_eq!(mem, disk);
+        store.purge(entry(1, 20).log_id).await.unwrap();
+        for range in [0..100, 5..100, 21..23, 34..36] {
+            let [mem, disk] = both(&mut store, range.clone()).await;
+            assert_eq!(mem, disk, "range {range:?} after the purge");
+        }
+        assert_eq!(
+            both(&mut store, 0..100).await[0].first(),
+            Some(&(1, 21)),
+            "nothing purged is read"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_commit_point_is_written_by_the_next_durable_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Database::create(dir.path().join("log.redb")).unwrap());
+        let mut store = LogStore::<T>::new(db.clone());
+        assert_eq!(store.read_committed().await.unwrap(), None);
+        let at = entry(3, 17).log_id;
+        store.save_committed(Some(at)).await.unwrap();
+        assert_eq!(store.read_committed().await.unwrap(), Some(at));
+        assert_eq!(
+            get_meta::<Option<LogId>>(&db, COMMITTED).unwrap(),
+            None,
+            "saving it alone writes nothing"
+        );
+        make_durable(&db, 1, &store.committed).unwrap();
+        let mut reopened = LogStore::<T>::new(db.clone());
+        assert_eq!(reopened.read_committed().await.unwrap(), Some(at));
+        // Written once: the next durable commit leaves it as it is.
+        make_durable(&db, 2, &store.committed).unwrap();
+        assert_eq!(
+            get_meta::<Option<LogId>>(&db, COMMITTED).unwrap(),
+            Some(Some(at))
+        );
+    }
 
     #[test]
     fn a_log_kept_with_the_records_moves_to_its_own_file_once() {
