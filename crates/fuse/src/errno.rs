@@ -44,7 +44,7 @@ pub fn errno(kind: ErrorKind) -> i32 {
 /// per-request span is only recorded at debug level.
 pub(crate) fn reply_errno(op: &'static str, ino: u64, err: &ClientError) -> Errno {
     let code = errno(err.kind());
-    let _ = crate::fs::CURRENT_OP.try_with(|m| m.failed());
+    let _ = crate::request::CURRENT_OP.try_with(|m| m.failed());
     if code == libc::EIO {
         tracing::warn!(op, ino, error = %err, "weft request failed with EIO");
     } else {

@@ -1,181 +1,45 @@
 //! The `fuser::Filesystem` implementation: one callback per FUSE operation,
 //! each a few lines that translate arguments, run the client call (on the
 //! tokio runtime, on the runtime's blocking pool, or on this FUSE thread:
-//! see the crate's header) and reply from it.
+//! see the crate's header and `request.rs`) and reply from it. The longer
+//! answers live by what they serve: directory listings in `listing.rs`,
+//! opens and creates in `open.rs`, the init negotiation in `kernel.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
-use std::future::Future;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Instant, SystemTime};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, FileType, Filesystem,
-    FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags,
-    PollEvents, PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek,
-    ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
+    INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
-use tracing::{Instrument, Span};
-use weft_client::{Client, ClientError};
-use weft_metrics::{FsMetrics, OpMetric};
-use weft_proto::types::{
-    Attr, ByteLock, Cred, Ino, LockKind, LockReply, NewNode, SetAttr, TimeSet,
-};
-use weft_proto::ErrorKind;
+use weft_client::Client;
+use weft_proto::types::{LockKind, LockReply, NewNode, SetAttr};
 
-use crate::args::{self, XattrReply};
-use crate::attr::{file_attr, file_type, request_timespec, TTL};
-use crate::dir::{DirStream, Slot};
+use crate::args;
+use crate::attr::TTL;
+use crate::dir::DirStream;
 use crate::errno::reply_errno;
 use crate::locks::{self, LockOwners};
-
-/// Largest read-ahead the adapter asks the kernel for at init. The kernel
-/// caps it at what it offered (128 KiB); the mount raises it afterwards
-/// through sysfs.
-const MAX_READAHEAD: u32 = 1 << 20;
-/// Background requests (read-ahead, async direct I/O) the kernel may have in
-/// flight: enough to keep every NSD of a wide stripe busy.
-const MAX_BACKGROUND: u16 = 64;
-const CONGESTION_THRESHOLD: u16 = 48;
-
-/// What the kernel may do on our behalf, when it can.
-const WANTED_CAPABILITIES: [(InitFlags, &str); 14] = [
-    (InitFlags::FUSE_ASYNC_READ, "async reads"),
-    (InitFlags::FUSE_BIG_WRITES, "big writes"),
-    (InitFlags::FUSE_MAX_PAGES, "max_pages"),
-    // O_TRUNC arrives with open, so the client truncates as it opens.
-    (InitFlags::FUSE_ATOMIC_O_TRUNC, "atomic O_TRUNC"),
-    (
-        InitFlags::FUSE_PARALLEL_DIROPS,
-        "parallel directory operations",
-    ),
-    (InitFlags::FUSE_DO_READDIRPLUS, "readdirplus"),
-    (InitFlags::FUSE_READDIRPLUS_AUTO, "adaptive readdirplus"),
-    // Cached pages are dropped when another node changes size or mtime.
-    (
-        InitFlags::FUSE_AUTO_INVAL_DATA,
-        "automatic page-cache invalidation",
-    ),
-    (InitFlags::FUSE_ASYNC_DIO, "asynchronous direct I/O"),
-    // Files are opened in direct-I/O mode (the pagepool caches); mmap still works.
-    (
-        InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
-        "mmap of direct-I/O files",
-    ),
-    // fcntl and flock locks go to the meta role (see `locks.rs`).
-    (InitFlags::FUSE_POSIX_LOCKS, "remote POSIX locks"),
-    (InitFlags::FUSE_FLOCK_LOCKS, "remote flock locks"),
-    // The kernel enforces POSIX ACLs read from `system.posix_acl_*`.
-    (InitFlags::FUSE_POSIX_ACL, "POSIX ACLs"),
-    // The umask arrives apart from the mode: a default ACL replaces it.
-    (
-        InitFlags::FUSE_DONT_MASK,
-        "umask applied by the file system",
-    ),
-];
-
-/// The state every request task shares.
-struct Shared {
-    client: Arc<Client>,
-    /// `st_blksize` of every file: the file system block size.
-    blksize: u32,
-    /// Open directory handles; `opendir` adds, `releasedir` removes.
-    dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
-    /// File handles are only labels (open counts live in the client), but
-    /// distinct ones make traces readable and directory handles unique.
-    next_fh: AtomicU64,
-    /// File handles that have read since open: their atime is done.
-    read_fhs: Mutex<HashSet<u64>>,
-    /// Lock owners that took fcntl, OFD or flock locks through this mount.
-    lock_owners: LockOwners,
-    /// The file system's API metrics (GPFSFilesystemAPI / GPFSVFS).
-    metrics: Arc<FsMetrics>,
-}
-
-impl Shared {
-    fn entry_attr(&self, attr: &Attr) -> fuser::FileAttr {
-        file_attr(attr, self.blksize)
-    }
-
-    fn new_fh(&self) -> u64 {
-        self.next_fh.fetch_add(1, Ordering::Relaxed)
-    }
-
-    fn dirs(&self) -> MutexGuard<'_, HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>> {
-        // The map holds no invariant a panicking holder could break.
-        self.dirs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn read_fhs(&self) -> MutexGuard<'_, HashSet<u64>> {
-        // A plain set, as above.
-        self.read_fhs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Registers an open with the client; with `truncate` (O_TRUNC) the file
-    /// is emptied and, even if it was empty already, its mtime and ctime
-    /// move, as POSIX asks of O_TRUNC. Returns the new attributes then.
-    /// Registers an open (with the attributes when the caller has them
-    /// fresh) and truncates for O_TRUNC.
-    async fn open(
-        &self,
-        ino: Ino,
-        known: Option<&Attr>,
-        truncate: bool,
-    ) -> Result<Option<Attr>, ClientError> {
-        match known {
-            Some(attr) => self.client.open_with(attr.clone(), false).await?,
-            None => self.client.open(ino, false).await?,
-        }
-        if !truncate {
-            return Ok(None);
-        }
-        let set = SetAttr {
-            size: Some(0),
-            ..SetAttr::default()
-        };
-        match self.client.setattr(ino, set).await {
-            Ok(attr) => Ok(Some(attr)),
-            Err(e) => {
-                // The open fails: drop the registration it made.
-                if let Err(r) = self.client.release(ino).await {
-                    tracing::debug!(ino, error = %r, "release after a failed truncate");
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// A lock request's lock as the meta role holds it.
-    fn byte_lock(
-        &self,
-        owner: LockOwner,
-        pid: u32,
-        kind: LockKind,
-        start: u64,
-        end: u64,
-    ) -> ByteLock {
-        ByteLock {
-            client: self.client.lock_client_id(),
-            owner: owner.0,
-            pid,
-            kind,
-            start,
-            end,
-        }
-    }
-}
+use crate::request::{
+    counted_here, name_bytes, op_span, reply_empty, reply_entry, reply_xattr, time_set,
+};
+use crate::shared::Shared;
 
 /// The Weft file system as `fuser` sees it.
 pub(crate) struct WeftFs {
-    shared: Arc<Shared>,
-    rt: Handle,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) rt: Handle,
     max_write: u32,
 }
 
@@ -197,190 +61,11 @@ impl WeftFs {
             max_write,
         }
     }
-
-    /// Runs one request to its end on this FUSE thread, inside its span:
-    /// for requests that only touch metadata, which a local meta role answers
-    /// at memory speed, and for buffered writes, which copy into the
-    /// write-behind buffers, this saves two thread hand-offs per request.
-    fn run_here<F, Fut>(&self, op: Op, f: F)
-    where
-        F: FnOnce(Arc<Shared>) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let fut = counted(&self.shared, &op, f(self.shared.clone()));
-        match op.caller {
-            Some(c) => self
-                .rt
-                .block_on(weft_client::as_caller(c, fut).instrument(op.span)),
-            None => self.rt.block_on(fut.instrument(op.span)),
-        }
-    }
-
-    /// Runs one request to its end on a thread of the runtime's blocking
-    /// pool, inside its span: for direct reads and writes, which go to the
-    /// disk and back (a local NSD serves a small direct request on the
-    /// caller's thread): one hand-off instead of three, and as many in
-    /// flight as the application has, whatever the FUSE threads.
-    fn run_blocking<F, Fut>(&self, op: Op, f: F)
-    where
-        F: FnOnce(Arc<Shared>) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let fut = counted(&self.shared, &op, f(self.shared.clone()));
-        let rt = self.rt.clone();
-        drop(self.rt.spawn_blocking(move || match op.caller {
-            Some(c) => rt.block_on(weft_client::as_caller(c, fut).instrument(op.span)),
-            None => rt.block_on(fut.instrument(op.span)),
-        }));
-    }
-
-    /// Runs one request on the runtime, inside its span.
-    fn spawn<F, Fut>(&self, op: Op, f: F)
-    where
-        F: FnOnce(Arc<Shared>) -> Fut,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let fut = counted(&self.shared, &op, f(self.shared.clone()));
-        match op.caller {
-            Some(c) => drop(
-                self.rt
-                    .spawn(weft_client::as_caller(c, fut).instrument(op.span)),
-            ),
-            None => drop(self.rt.spawn(fut.instrument(op.span))),
-        }
-    }
-}
-
-/// One FUSE request: its span, and the credentials of the process that made
-/// it (the meta role checks permissions with them too). Reads and writes
-/// carry none: POSIX checks them at open, not at each call.
-#[derive(Clone)]
-struct Op {
-    name: &'static str,
-    /// The operation's request id, carried by every RPC it makes.
-    trace: u64,
-    span: Span,
-    caller: Option<Cred>,
-}
-
-tokio::task_local! {
-    /// The metric of the FUSE request a task answers: a reply with an
-    /// errno counts as its failure (see [`crate::errno::reply_errno`]).
-    pub(crate) static CURRENT_OP: Arc<OpMetric>;
-}
-
-/// `fut` counted and timed as one request `op` of this file system, its
-/// RPCs carrying the request's trace id.
-fn counted<Fut>(st: &Shared, op: &Op, fut: Fut) -> impl Future<Output = ()> + Send + 'static
-where
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let (name, trace) = (op.name, op.trace);
-    let metric = st.metrics.op(name);
-    async move {
-        let at = Instant::now();
-        let fut = weft_client::trace::scope(trace, fut);
-        CURRENT_OP.scope(metric.clone(), fut).await;
-        let took = at.elapsed();
-        metric.record(took, true);
-        weft_metrics::global().totals.fs_op(name, took);
-    }
-}
-
-/// Counts a request answered on the FUSE thread without the runtime.
-fn counted_here(st: &Shared, name: &'static str) {
-    st.metrics.op(name).record(std::time::Duration::ZERO, true);
-    weft_metrics::global()
-        .totals
-        .fs_op(name, std::time::Duration::ZERO);
-}
-
-impl std::ops::Deref for Op {
-    type Target = Span;
-    fn deref(&self) -> &Span {
-        &self.span
-    }
-}
-
-/// The span and caller of one FUSE request.
-fn op_span(op: &'static str, req: &Request, ino: u64) -> Op {
-    let trace = weft_client::trace::new_id();
-    Op {
-        name: op,
-        trace,
-        span: tracing::debug_span!(
-            "fuse",
-            op,
-            req = req.unique().0,
-            ino,
-            trace = %weft_client::trace::show(trace)
-        ),
-        caller: Some(crate::caller::of(req.uid(), req.gid(), req.pid())),
-    }
-}
-
-fn name_bytes(name: &OsStr) -> Vec<u8> {
-    name.as_bytes().to_vec()
-}
-
-fn time_set(t: TimeOrNow) -> TimeSet {
-    match t {
-        TimeOrNow::Now => TimeSet::Now,
-        TimeOrNow::SpecificTime(at) => TimeSet::At(request_timespec(at)),
-    }
-}
-
-/// Replies to a request that makes a new name (mknod, mkdir, symlink, link).
-fn reply_entry(
-    st: &Shared,
-    op: &'static str,
-    ino: Ino,
-    res: Result<Attr, ClientError>,
-    reply: ReplyEntry,
-) {
-    match res {
-        Ok(attr) => reply.entry(&TTL, &st.entry_attr(&attr), Generation(attr.gen)),
-        Err(e) => reply.error(reply_errno(op, ino, &e)),
-    }
-}
-
-fn reply_empty(op: &'static str, ino: Ino, res: Result<(), ClientError>, reply: ReplyEmpty) {
-    match res {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(reply_errno(op, ino, &e)),
-    }
-}
-
-/// Answers a getxattr/listxattr with `value`, following the size protocol.
-fn reply_xattr(value: &[u8], size: u32, reply: ReplyXattr) {
-    match args::xattr_reply(value.len(), size) {
-        XattrReply::Size(n) => reply.size(n),
-        XattrReply::Data => reply.data(value),
-        XattrReply::Error(errno) => reply.error(errno),
-    }
 }
 
 impl Filesystem for WeftFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        if let Err(nearest) = config.set_max_write(self.max_write) {
-            tracing::info!(wanted = self.max_write, nearest, "FUSE max_write capped");
-            let _ = config.set_max_write(nearest);
-        }
-        if let Err(nearest) = config.set_max_readahead(MAX_READAHEAD) {
-            // The usual case: the kernel offers 128 KiB at init.
-            let _ = config.set_max_readahead(nearest);
-        }
-        let _ = config.set_max_background(MAX_BACKGROUND);
-        let _ = config.set_congestion_threshold(CONGESTION_THRESHOLD);
-        for (flag, what) in WANTED_CAPABILITIES {
-            if config.add_capabilities(flag).is_err() {
-                tracing::debug!(
-                    capability = what,
-                    "the kernel does not offer this FUSE capability"
-                );
-            }
-        }
-        tracing::debug!(kernel_abi = ?config.kernel_abi(), "FUSE session initialised");
+        crate::kernel::negotiate(config, self.max_write);
         Ok(())
     }
 
@@ -624,22 +309,7 @@ impl Filesystem for WeftFs {
     ) {
         let first_read =
             flags.0 & libc::O_NOATIME == 0 && size > 0 && self.shared.read_fhs().insert(fh.0);
-        let trace = weft_client::trace::new_id();
-        let span = tracing::debug_span!(
-            "fuse",
-            op = "read",
-            req = req.unique().0,
-            ino = ino.0,
-            trace = %weft_client::trace::show(trace),
-            offset,
-            size
-        );
-        let op = Op {
-            name: "read",
-            trace,
-            span,
-            caller: None,
-        };
+        let op = Self::data_op("read", req, ino, offset, size as usize);
         let direct = flags.0 & libc::O_DIRECT != 0;
         let serve = move |st: Arc<Shared>| async move {
             // Relatime: the first read through a handle may move the atime.
@@ -678,22 +348,7 @@ impl Filesystem for WeftFs {
     ) {
         // fuser reuses its request buffer, so the data is copied once here.
         let data = Bytes::copy_from_slice(data);
-        let trace = weft_client::trace::new_id();
-        let span = tracing::debug_span!(
-            "fuse",
-            op = "write",
-            req = req.unique().0,
-            ino = ino.0,
-            trace = %weft_client::trace::show(trace),
-            offset,
-            size = data.len()
-        );
-        let op = Op {
-            name: "write",
-            trace,
-            span,
-            caller: None,
-        };
+        let op = Self::data_op("write", req, ino, offset, data.len());
         let direct = flags.0 & libc::O_DIRECT != 0;
         let serve = move |st: Arc<Shared>| async move {
             match st.client.write_with(ino.0, offset, data, direct).await {
@@ -797,42 +452,15 @@ impl Filesystem for WeftFs {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
         let span = op_span("readdir", req, ino.0);
         let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
             span.in_scope(|| tracing::debug!(fh = fh.0, "readdir on an unknown handle"));
             return reply.error(Errno::EBADF);
         };
-        self.spawn(span, move |st| async move {
-            if offset == 0 {
-                st.client.touch_atime(ino.0);
-            }
-            let client = &st.client;
-            let mut stream = stream.lock().await;
-            let res = stream
-                .fill(
-                    offset,
-                    |cursor| client.readdir(ino.0, cursor),
-                    |cookie, slot| match slot {
-                        Slot::Dot => reply.add(ino, cookie, FileType::Directory, "."),
-                        // The parent is not known here; `..` is resolved by
-                        // the kernel, which never uses this inode number.
-                        Slot::DotDot => reply.add(ino, cookie, FileType::Directory, ".."),
-                        Slot::Entry(e) => reply.add(
-                            INodeNo(e.attr.ino),
-                            cookie,
-                            file_type(e.attr.kind),
-                            OsStr::from_bytes(&e.name),
-                        ),
-                    },
-                )
-                .await;
-            drop(stream);
-            match res {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(reply_errno("readdir", ino.0, &e)),
-            }
+        self.spawn(span, move |st| {
+            crate::listing::readdir(st, ino, offset, stream, reply)
         });
     }
 
@@ -842,45 +470,15 @@ impl Filesystem for WeftFs {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
         let span = op_span("readdirplus", req, ino.0);
         let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
             span.in_scope(|| tracing::debug!(fh = fh.0, "readdirplus on an unknown handle"));
             return reply.error(Errno::EBADF);
         };
-        self.spawn(span, move |st| async move {
-            if offset == 0 {
-                st.client.touch_atime(ino.0);
-            }
-            let client = &st.client;
-            // `.` and `..` carry placeholder attributes: the kernel skips
-            // the attributes of those two names.
-            let dot = dot_attr(ino, st.blksize);
-            let mut stream = stream.lock().await;
-            let res = stream
-                .fill(
-                    offset,
-                    |cursor| client.readdir(ino.0, cursor),
-                    |cookie, slot| match slot {
-                        Slot::Dot => reply.add(ino, cookie, ".", &TTL, &dot, Generation(0)),
-                        Slot::DotDot => reply.add(ino, cookie, "..", &TTL, &dot, Generation(0)),
-                        Slot::Entry(e) => reply.add(
-                            INodeNo(e.attr.ino),
-                            cookie,
-                            OsStr::from_bytes(&e.name),
-                            &TTL,
-                            &st.entry_attr(&e.attr),
-                            Generation(e.attr.gen),
-                        ),
-                    },
-                )
-                .await;
-            drop(stream);
-            match res {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(reply_errno("readdirplus", ino.0, &e)),
-            }
+        self.spawn(span, move |st| {
+            crate::listing::readdirplus(st, ino, offset, stream, reply)
         });
     }
 
@@ -1027,57 +625,20 @@ impl Filesystem for WeftFs {
             req.uid(),
             req.gid(),
         );
-        self.run_here(op_span("create", req, parent.0), move |st| async move {
-            let client = &st.client;
-            let created = match client
-                .create_open(parent.0, &name, perm, umask, uid, gid)
-                .await
-            {
-                Ok(attr) => Ok((attr, false)),
-                // Another node created the name since the kernel's lookup:
-                // without O_EXCL, open(O_CREAT) opens the existing file.
-                Err(e) if e.kind() == ErrorKind::Exists && flags & libc::O_EXCL == 0 => {
-                    tracing::debug!("create raced with another creator; opening the existing file");
-                    client
-                        .lookup(parent.0, &name)
-                        .await
-                        .map(|attr| (attr, true))
-                }
-                Err(e) => Err(e),
-            };
-            let (attr, existed) = match created {
-                Ok(found) => found,
-                Err(e) => return reply.error(reply_errno("create", parent.0, &e)),
-            };
-            if existed && attr.kind != weft_proto::types::FileKind::File {
-                let errno = if attr.kind == weft_proto::types::FileKind::Dir {
-                    Errno::EISDIR
-                } else {
-                    Errno::EEXIST
-                };
-                return reply.error(errno);
-            }
-            // A file this create made is open already (`create_open`).
-            let attr = if existed {
-                let truncate = args::open_truncates(flags);
-                match st.open(attr.ino, Some(&attr), truncate).await {
-                    // A truncating open changed the size: answer the new attributes.
-                    Ok(Some(fresh)) => fresh,
-                    Ok(None) => attr,
-                    Err(e) => return reply.error(reply_errno("create", attr.ino, &e)),
-                }
-            } else {
-                attr
-            };
-            reply.created(
-                &TTL,
-                &st.entry_attr(&attr),
-                Generation(attr.gen),
-                FileHandle(st.new_fh()),
-                args::fopen_flags(flags),
-            );
+        let new = crate::open::NewFile {
+            parent: parent.0,
+            name,
+            perm,
+            umask,
+            uid,
+            gid,
+            flags,
+        };
+        self.run_here(op_span("create", req, parent.0), move |st| {
+            crate::open::create(st, new, reply)
         });
     }
+
     /// No Weft ioctls exist; ENOTTY is what `isatty(3)` and friends expect.
     fn ioctl(
         &self,
@@ -1237,38 +798,5 @@ impl Filesystem for WeftFs {
     ) {
         Self::unsupported("copy_file_range", req, ino_in);
         reply.error(Errno::ENOSYS);
-    }
-}
-
-// Operations Weft does not offer. fuser's defaults answer the same errors
-// but log a warning per request; these answer quietly. ENOSYS makes the
-// kernel stop asking and fall back: poll → always ready, lseek → generic
-// SEEK_DATA/SEEK_HOLE, copy_file_range → read + write, fallocate →
-// EOPNOTSUPP (glibc's posix_fallocate then writes zeros).
-impl WeftFs {
-    fn unsupported(op: &'static str, req: &Request, ino: INodeNo) {
-        op_span(op, req, ino.0).in_scope(|| tracing::trace!("operation not supported"));
-    }
-}
-
-/// Attributes for the `.` and `..` slots of readdirplus, which the kernel
-/// does not use.
-fn dot_attr(ino: INodeNo, blksize: u32) -> fuser::FileAttr {
-    fuser::FileAttr {
-        ino,
-        size: 0,
-        blocks: 0,
-        atime: SystemTime::UNIX_EPOCH,
-        mtime: SystemTime::UNIX_EPOCH,
-        ctime: SystemTime::UNIX_EPOCH,
-        crtime: SystemTime::UNIX_EPOCH,
-        kind: FileType::Directory,
-        perm: 0o755,
-        nlink: 2,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize,
-        flags: 0,
     }
 }

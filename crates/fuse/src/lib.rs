@@ -26,7 +26,7 @@
 //!   handle holds the entries fetched so far (page by page, by name cursor),
 //!   and an entry's FUSE offset is its index in that list — a stable cookie,
 //!   so each entry is returned exactly once across any number of `readdir`
-//!   calls (see `dir.rs`).
+//!   calls (see `dir.rs`; `listing.rs` answers the kernel from it).
 //! - **Kernel settings.** `default_permissions` (the kernel checks modes
 //!   and, with `FUSE_POSIX_ACL`, POSIX ACLs kept as `system.posix_acl_*`
 //!   xattrs; the umask comes apart from the mode, `FUSE_DONT_MASK`, so the
@@ -67,9 +67,14 @@ mod dir;
 mod errno;
 mod error;
 mod fs;
+mod kernel;
+mod listing;
 mod locks;
 mod mount;
+mod open;
+mod request;
 mod revoke;
+mod shared;
 
 pub use attr::TTL;
 pub use errno::errno;
