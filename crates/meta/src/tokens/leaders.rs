@@ -20,7 +20,7 @@ use std::time::Instant;
 use weft_proto::token::Revoke;
 use weft_proto::types::{ino_shard, FsId, Ino, ShardId};
 
-use super::{Covers, Revoked, Tokens};
+use super::{Covers, Revoked, State, Tokens};
 
 impl Tokens {
     /// Whether `client` still keeps closed file `ino` as far as this table
@@ -67,14 +67,10 @@ impl Tokens {
     }
 
     /// Forgets every token on inodes and entries of `shard` (a reopen of
-    /// a kept file then finds it not noted).
+    /// a kept file then finds it not noted), as a take-over does first.
+    #[cfg(test)]
     pub(super) fn forget_shard(&self, fs: FsId, shard: ShardId) {
-        let on = |ino: Ino| ino_shard(ino) == shard;
-        let mut st = self.lock();
-        st.grants.retain(|c, _| match c {
-            Covers::Attr(f, ino) | Covers::Entry(f, ino, _) => !(*f == fs && on(*ino)),
-        });
-        st.data.retain(|(f, ino), _| !(*f == fs && on(*ino)));
+        self.lock().forget_shard(fs, shard);
     }
 
     /// This node's replica takes `shard` over in a later term: forgets
@@ -84,9 +80,9 @@ impl Tokens {
     /// tokens, of files it keeps open too, is dropped before the new leader
     /// answers a change.
     pub fn take_over(&self, fs: FsId, shard: ShardId) -> Revoked {
-        self.forget_shard(fs, shard);
         let now = Instant::now();
         let mut st = self.lock();
+        st.forget_shard(fs, shard);
         let live: Vec<u64> = st
             .clients
             .iter()
@@ -117,5 +113,16 @@ impl Tokens {
             clients: live.len(),
             lost: waiting.len(),
         }
+    }
+}
+
+impl State {
+    /// [`Tokens::forget_shard`] under the table's lock.
+    fn forget_shard(&mut self, fs: FsId, shard: ShardId) {
+        let on = |ino: Ino| ino_shard(ino) == shard;
+        self.grants.retain(|c, _| match c {
+            Covers::Attr(f, ino) | Covers::Entry(f, ino, _) => !(*f == fs && on(*ino)),
+        });
+        self.data.retain(|(f, ino), _| !(*f == fs && on(*ino)));
     }
 }
