@@ -1,5 +1,6 @@
 //! What every Raft group of Weft shares (openraft 0.9, storage API v2): the
-//! log store in redb ([`LogStore`]), the network over a transport the node
+//! log store in redb ([`LogStore`], its last entries also kept in memory),
+//! the network over a transport the node
 //! provides ([`Network`], [`RaftTransport`]), the versioned message codec,
 //! and the answer to a message from another member ([`serve`]). A group
 //! brings its own type configuration and state machine: the quorum's is the
