@@ -1,6 +1,7 @@
 //! The Raft log, vote and commit point of one group member, in redb: every
 //! append and every vote is durable (fsync'ed) before Raft is told so; the
-//! commit point is written with the appends' fsyncs. The store is generic over the group's type configuration; the quorum keeps it
+//! commit point is written with the appends' fsyncs. The store is generic
+//! over the group's type configuration; the quorum keeps it
 //! in `DATA/quorum.redb`, a metadata shard replica in a file of its own.
 //!
 //! Appends commit at once but without an fsync; a flusher thread per store
@@ -165,18 +166,17 @@ impl<C: Group> Clone for LogStore<C> {
 /// The commit point Raft saved last and no commit has written yet.
 type Unwritten = Arc<std::sync::Mutex<Option<Vec<u8>>>>;
 
-fn take_unwritten(committed: &Unwritten) -> Option<Vec<u8>> {
-    match committed.lock() {
-        Ok(mut g) => g.take(),
-        Err(p) => p.into_inner().take(),
-    }
+/// The commit point waiting for a durable commit (a plain value: a
+/// panicking holder cannot break it).
+fn unwritten(committed: &Unwritten) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+    committed.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// One durable commit of the log store: the appends before it become
 /// durable, and so does the commit point saved since the last one.
 fn make_durable(db: &Database, round: u64, committed: &Unwritten) -> Result<(), StorageError> {
     let mut records = vec![(FLUSHED, round.to_le_bytes().to_vec())];
-    if let Some(c) = take_unwritten(committed) {
+    if let Some(c) = unwritten(committed).take() {
         records.push((COMMITTED, c));
     }
     put_meta(db, &records)
@@ -328,20 +328,13 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
     /// on Raft's own task between a commit and its apply, cost every
     /// member a transaction per commit; with an fsync, one more fsync.
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        let bytes = encode(&committed)?;
-        match self.committed.lock() {
-            Ok(mut g) => *g = Some(bytes),
-            Err(p) => *p.into_inner() = Some(bytes),
-        }
+        *unwritten(&self.committed) = Some(encode(&committed)?);
         Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        let unwritten = match self.committed.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        };
-        match unwritten {
+        let saved = unwritten(&self.committed).clone();
+        match saved {
             Some(bytes) => decode::<Option<LogId>>(&bytes),
             None => Ok(get_meta::<Option<LogId>>(&self.db, COMMITTED)?.flatten()),
         }

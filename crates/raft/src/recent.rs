@@ -38,10 +38,9 @@ impl<C: Group> Default for Recent<C> {
 
 impl<C: Group> Recent<C> {
     fn lock(&self) -> MutexGuard<'_, VecDeque<openraft::Entry<C>>> {
-        match self.entries.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        }
+        // Every change leaves a run of consecutive entries: a panicking
+        // holder cannot break that.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Notes entries the store has just appended (after its commit).
