@@ -447,6 +447,7 @@ mod server_tests {
             mtime: Timespec { secs: 1, nanos: 0 },
             allocated: 0,
             client,
+            synced: false,
         };
         fx.attr(MetaRequest::Opened {
             ino: a.ino,

@@ -31,6 +31,10 @@
 //! arrive while a barrier runs share the next one, so a busy shard runs
 //! one barrier at a time, not one per file.
 //!
+//! A `Written` whose client made the data durable itself (an fsync, which
+//! syncs the file's chunks before it commits the size: `synced`) takes no
+//! receipt: nothing needs ordering after it.
+//!
 //! Without a barrier installed (tests of the shard alone) commits go on as
 //! before.
 

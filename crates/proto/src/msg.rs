@@ -370,6 +370,10 @@ pub enum MetaRequest {
         /// The committing client: after another client's truncation its
         /// commit does not extend the file.
         client: u64,
+        /// The client made every byte under `end` durable on the NSDs
+        /// (an fsync) before sending this, with no write since: the shard
+        /// needs no data barrier before making the size durable.
+        synced: bool,
     },
     /// A client opened the file: answers its attributes, as `DataToken`
     /// with a read token on the whole file when no other client holds a

@@ -311,6 +311,7 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             end,
             mtime,
             allocated,
+            synced,
             ..
         } => M::Written {
             ino,
@@ -318,6 +319,7 @@ fn as_client(req: MetaRequest, from: u64) -> MetaRequest {
             mtime,
             allocated,
             client: from,
+            synced,
         },
         other => other,
     }

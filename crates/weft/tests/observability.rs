@@ -134,6 +134,14 @@ fn metrics_count_exactly_the_work_done_through_the_mount() {
     let nsd_written = sum(&after, "weft_nsd_written_bytes_total", "nsd=")
         - sum(&before, "weft_nsd_written_bytes_total", "nsd=");
     assert_eq!(nsd_written, (N * SIZE) as f64, "bytes on the NSDs");
+    // Data an fsync made durable needs no data barrier before its size
+    // does; data written and closed without one does.
+    let barriers = |m: &BTreeMap<String, f64>| sum(m, "weft_rpc_served_total", "type=Barrier");
+    assert_eq!(
+        barriers(&after),
+        barriers(&before),
+        "fsync'ed files ran barriers"
+    );
     assert!(d("weft_meta_transactions_total{fs=fs0}") >= (N + 1) as f64);
     // Create or CreateMasked, as the caller's umask asks.
     let creates = sum(&after, "weft_rpc_served_total", "type=Create")
@@ -194,6 +202,19 @@ fn metrics_count_exactly_the_work_done_through_the_mount() {
     same(
         &t["meta"]["fs0"]["transactions"],
         "weft_meta_transactions_total{fs=fs0}",
+    );
+
+    // Data written and closed without an fsync: its size becomes durable
+    // after a barrier.
+    std::fs::write(dir.join("unsynced"), pattern(99, SIZE)).unwrap();
+    std::fs::File::open(dir.join("unsynced"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let later = scrape(&addr);
+    assert!(
+        barriers(&later) > barriers(&after),
+        "the size of unsynced data became durable without a barrier"
     );
 
     // Reads after a restart (a fresh process, a cold cache): exactly the

@@ -224,6 +224,7 @@ impl Client {
         let now = Timespec::now();
         let became_dirty = file.with(|s| {
             s.pending_end = s.pending_end.max(end);
+            s.writes += 1;
             s.pending_mtime.replace(now).is_none()
         });
         Ok(became_dirty)
@@ -391,6 +392,9 @@ impl Client {
     /// Data durable on every NSD that holds it, then the size committed.
     pub async fn fsync(&self, ino: Ino, _datasync: bool) -> Result<(), ClientError> {
         let (file, attr) = self.current(ino).await?;
+        // Every write counted here is buffered or sent: drained and synced
+        // below.
+        let writes = file.as_ref().map(|f| f.with(|s| s.writes));
         if let Some(f) = &file {
             let drained = self.drain(f).await;
             // A failure a flush reported first still fails this fsync.
@@ -398,10 +402,13 @@ impl Client {
             drained?;
             earlier?;
         }
-        if attr.kind == FileKind::File && !attr.inline {
+        let synced = if attr.kind == FileKind::File && !attr.inline {
             self.data.sync(&file_data(&attr)).await?;
-        }
-        self.commit(ino).await?;
+            writes
+        } else {
+            None
+        };
+        self.commit_after(ino, synced).await?;
         self.sync_metadata(ino).await
     }
 

@@ -66,6 +66,10 @@ struct FileState {
     /// Highest end written to chunks whose size is not yet in metadata.
     pending_end: u64,
     pending_mtime: Option<Timespec>,
+    /// Writes taken so far (counted once their bytes are buffered or sent):
+    /// an fsync that saw this count before it made the data durable tells
+    /// the shard so, if no write came after (`Written { synced }`).
+    writes: u64,
     /// Allocation changes the NSDs answered that metadata does not have yet.
     pending_alloc: i64,
     /// Chunks past the known size were cleared: gap writes need no cleanup.

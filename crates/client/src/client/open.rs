@@ -137,6 +137,7 @@ impl Client {
                                 opens: 1,
                                 attr: attr.clone(),
                                 pending_end: 0,
+                                writes: 0,
                                 pending_mtime: None,
                                 pending_alloc: 0,
                                 tail_clean: false,
@@ -234,13 +235,29 @@ impl Client {
 
     /// Commits the size and mtime of writes that reached the NSDs.
     pub(super) async fn commit(&self, ino: Ino) -> Result<(), ClientError> {
+        self.commit_after(ino, None).await
+    }
+
+    /// [`Client::commit`]; `synced`: the file's write count when an fsync
+    /// began that has since made every chunk durable (the `Written` says
+    /// so if no write came after).
+    pub(super) async fn commit_after(
+        &self,
+        ino: Ino,
+        synced: Option<u64>,
+    ) -> Result<(), ClientError> {
         let Some(file) = self.open_file(ino) else {
             return Ok(());
         };
         self.drain(&file).await?;
-        let (pending, allocated) = file.with(|s| {
+        let (pending, allocated, synced) = file.with(|s| {
             let alloc = std::mem::take(&mut s.pending_alloc);
-            (s.pending_mtime.take().map(|m| (s.pending_end, m)), alloc)
+            let synced = synced == Some(s.writes);
+            (
+                s.pending_mtime.take().map(|m| (s.pending_end, m)),
+                alloc,
+                synced,
+            )
         });
         let Some((end, mtime)) = pending else {
             if allocated == 0 {
@@ -267,6 +284,7 @@ impl Client {
             mtime,
             allocated,
             client: self.lock_client_id(),
+            synced,
         };
         match self.meta_attr(ino, req, Bytes::new(), "written").await {
             Ok(a) => {

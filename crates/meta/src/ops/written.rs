@@ -61,6 +61,7 @@ mod tests {
             mtime: Timespec { secs, nanos: 0 },
             allocated: 4096,
             client: 1,
+            synced: false,
         }
     }
 

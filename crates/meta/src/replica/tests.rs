@@ -871,6 +871,7 @@ async fn a_written_waits_for_the_data_barrier_before_its_entry() {
         mtime: weft_proto::types::Timespec { secs: 7, nanos: 0 },
         allocated: 8192,
         client: 1,
+        synced: false,
     });
     assert_eq!(a.size, 5000);
     let at = seen.at_barrier.lock().unwrap().clone();

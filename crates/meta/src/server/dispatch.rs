@@ -10,6 +10,7 @@ use weft_proto::ErrorKind;
 
 use crate::fail::{refuse, OpError};
 use crate::ops::{self, Ctx};
+use crate::store::WriteStore;
 
 use super::{current_client, local_only, note_escape, MetaServer, LEARNER_WAIT};
 
@@ -271,6 +272,7 @@ impl MetaServer {
                 mtime,
                 allocated,
                 client,
+                synced,
             } => {
                 // A late write-back never re-extends a file another client
                 // truncated under this client's open.
@@ -279,6 +281,14 @@ impl MetaServer {
                 } else {
                     0
                 };
+                let written = |s: &mut WriteStore<'_>| {
+                    ops::written::written(s, ctx, ino, end, mtime, allocated)
+                };
+                if synced {
+                    // The client's fsync made the data durable before it
+                    // sent this: nothing to order the size after.
+                    return Ok((Response::Attr(self.write(written)?), Bytes::new()));
+                }
                 // Data before size (see `ordered`).
                 let order = self.flusher.order();
                 // A shard whose commits are durable as they are made waits
@@ -304,7 +314,7 @@ impl MetaServer {
                     order.cover(&receipt);
                 }
                 let attr = self.write(|s| {
-                    let a = ops::written::written(s, ctx, ino, end, mtime, allocated)?;
+                    let a = written(s)?;
                     receipt.publish();
                     Ok(a)
                 })?;

@@ -126,6 +126,7 @@ fn arb_request() -> impl Strategy<Value = (MetaRequest, Vec<u8>)> {
                     mtime: Timespec { secs, nanos },
                     allocated,
                     client: 1,
+                    synced: false,
                 }
             )),
         (ino(), any::<i64>())
@@ -419,4 +420,47 @@ fn corrupt_records_are_io_errors_naming_the_inode() {
     }
     // The rest of the shard still works.
     fx.file(ROOT_INO, "b");
+}
+
+/// Counts the data barriers the shard runs.
+#[derive(Default)]
+struct Barriers(std::sync::atomic::AtomicUsize);
+
+impl crate::DataBarrier for Barriers {
+    fn barrier(&self) -> Result<(), crate::BarrierFailed> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// An fsync's `Written` (its data made durable by the client first) needs
+/// no data barrier before the durable commit that covers it; any other
+/// `Written` does.
+#[test]
+fn only_a_written_of_unsynced_data_makes_the_durable_commit_wait_for_a_barrier() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let fx = Fx::new();
+    let barriers = Arc::new(Barriers::default());
+    fx.srv.set_data_barrier(barriers.clone());
+    let f = fx.file(ROOT_INO, "f");
+    let written = |end, synced| MetaRequest::Written {
+        ino: f.ino,
+        end,
+        mtime: weft_proto::types::Timespec { secs: 9, nanos: 0 },
+        allocated: 0,
+        client: 1,
+        synced,
+    };
+    let sync = || fx.unit(MetaRequest::Sync { ino: f.ino });
+    assert_eq!(fx.attr(written(100, false)).size, 100);
+    sync();
+    assert_eq!(barriers.0.load(SeqCst), 1, "unsynced data: one barrier");
+    assert_eq!(fx.attr(written(200, true)).size, 200);
+    sync();
+    assert_eq!(barriers.0.load(SeqCst), 1, "synced data: no barrier");
+    assert_eq!(fx.attr(written(300, false)).size, 300);
+    sync();
+    assert_eq!(barriers.0.load(SeqCst), 2);
+    let fx = fx.reopen();
+    assert_eq!(fx.attr(MetaRequest::GetAttr { ino: f.ino }).size, 300);
 }
