@@ -13,6 +13,13 @@ pub(crate) enum OpError {
     /// redb failed.
     #[error("storage: {0}")]
     Storage(#[from] redb::Error),
+    /// The shard's journal file failed (see `journal`).
+    #[error("journal {}: cannot {what}: {source}", path.display())]
+    Journal {
+        path: std::path::PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
     /// A stored record is not what this build wrote.
     #[error("inode {ino}: {reason}")]
     Corrupt { ino: Ino, reason: String },

@@ -10,8 +10,9 @@
 //! calls `handle` from many blocking threads; redb admits one writer at a time
 //! and any number of readers beside it. Durability follows
 //! [`MetaSpec::durable`]: `Durability::Immediate` (fsync per commit) or
-//! `Durability::None` (commits become durable with the next durable commit
-//! or at close).
+//! commits without an fsync made durable together by the shard's journal
+//! (an append and an `fdatasync`, with a durable redb commit now and then
+//! and at close; see `journal` and `sync`).
 //!
 //! # Records
 //!
@@ -102,6 +103,7 @@ mod fail;
 pub mod fsck;
 mod held;
 mod inode;
+mod journal;
 mod kv;
 mod locks;
 mod multi;
@@ -127,6 +129,7 @@ pub mod txn;
 mod testutil;
 
 pub use error::MetaError;
+pub use journal::journal_path;
 pub use ordered::{BarrierFailed, DataBarrier};
 pub use replica::{replica_log_path, settle_one_copy, ReplicaTiming, ShardGroup, ShardLeadership};
 pub use server::{MetaServer, LOCK_WAIT};

@@ -241,7 +241,7 @@ impl ShardGroup {
             transport,
             heard: std::sync::Mutex::new(std::time::Instant::now()),
         });
-        server.set_replica(group.clone());
+        server.set_replica(group.clone())?;
         if witness {
             group.raft.runtime_config().elect(false);
             tokio::spawn(witness::hand_on_when_caught_up(Arc::downgrade(&group)));

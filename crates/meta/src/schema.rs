@@ -53,6 +53,11 @@ pub(crate) mod key {
     pub(crate) const GROWN: &str = "grown";
     /// Bytes of file data held inside inode records.
     pub(crate) const INLINE_BYTES: &str = "inline_bytes";
+    /// Sequence number of the last journal record committed (see
+    /// `journal`): at open, records up to it are in the database already.
+    pub(crate) const JOURNAL_SEQ: &str = "journal_seq";
+    /// Random id of the database's journal records (see `journal`).
+    pub(crate) const JOURNAL_ID: &str = "journal_id";
 }
 
 /// Width of the inode-number prefix of `dirents` and `xattrs` keys.

@@ -34,8 +34,8 @@ pub struct MetaSpec {
     /// [`weft_proto::layout::INLINE_MAX`].
     pub data_in_inode: bool,
     /// Every commit reaches the disk before the answer (redb
-    /// `Durability::Immediate`); otherwise commits are made durable by later
-    /// durable commits or at close (`Durability::None`).
+    /// `Durability::Immediate`); otherwise commits are made durable together
+    /// by the shard's journal (`Durability::None` in redb; see `journal`).
     pub durable: bool,
     /// With `durable` off: make commits durable together every this many
     /// milliseconds (group commit); 0 leaves it to `Sync` requests and close.

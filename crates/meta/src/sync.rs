@@ -1,10 +1,14 @@
 //! Group commit: with `durable` off, operations commit without an fsync and
 //! this flusher makes them durable together — every `sync_interval_ms`, and
 //! at once for a `Sync` request (fsync of a file or directory). One fsync
-//! then covers every operation since the last one, the way a journaling file
-//! system commits its journal: a crash of the daemon loses at most the
-//! operations of the last interval that nobody fsync'ed, and redb recovers
-//! to the last durable commit, so every operation stays all-or-nothing.
+//! of the shard's journal (`journal`) then covers every operation since the
+//! last one, the way a journaling file system commits its journal; now and
+//! then, and at a clean stop, the flusher makes a checkpoint instead (a
+//! durable redb commit, then an empty journal). A crash of the daemon loses
+//! at most the operations of the last interval that nobody fsync'ed; the
+//! journal comes back as a prefix of its records, so every operation stays
+//! all-or-nothing. A replicated shard's flusher makes durable redb commits
+//! (its journal is off).
 //! A durable commit that covers new file sizes first waits for the NSDs to
 //! make the data under them durable (see `ordered`).
 
@@ -12,9 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-use redb::{Database, Durability};
+use redb::Database;
 
 use crate::fail::OpError;
+use crate::journal::Journal;
 use crate::ordered::DataOrder;
 
 pub(crate) struct Flusher {
@@ -27,18 +32,21 @@ struct Shared {
     dirty: AtomicBool,
     /// Counts durable commits.
     metrics: Arc<weft_metrics::MetaMetrics>,
-    /// Serialises durable commits with each other.
+    /// Serialises durable commits with each other (journal syncs and
+    /// checkpoints run one at a time).
     gate: Mutex<()>,
+    journal: Arc<Journal>,
     /// Data before size.
     order: DataOrder,
     stop: Mutex<bool>,
     wake: Condvar,
 }
 
-/// Makes every commit so far durable with one empty durable commit, after
-/// the data the commits cover; a periodic (not `forced`) one may be put
-/// off while files grow (see `ordered`).
-fn sync_now(db: &Database, st: &Shared, forced: bool) -> Result<(), OpError> {
+/// Makes every commit so far durable — a sync of the journal, or a
+/// checkpoint when one is due or asked for — after the data the commits
+/// cover; a periodic (not `forced`) one may be put off while files grow
+/// (see `ordered`).
+fn sync_now(db: &Database, st: &Shared, forced: bool, checkpoint: bool) -> Result<(), OpError> {
     let _g = match st.gate.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
@@ -47,16 +55,16 @@ fn sync_now(db: &Database, st: &Shared, forced: bool) -> Result<(), OpError> {
         return Ok(());
     }
     let commit = |check: &dyn Fn() -> bool| -> Result<bool, OpError> {
-        let mut txn = db.begin_write()?;
-        if !check() {
-            txn.abort()?;
-            return Ok(false);
+        let done = if checkpoint || st.journal.checkpoint_due() {
+            st.journal.checkpoint(db, check)?
+        } else {
+            st.journal.sync(check)?
+        };
+        if done {
+            st.metrics.commit_batches.inc();
+            st.metrics.fsyncs.inc();
         }
-        txn.set_durability(Durability::Immediate)?;
-        txn.commit()?;
-        st.metrics.commit_batches.inc();
-        st.metrics.fsyncs.inc();
-        Ok(true)
+        Ok(done)
     };
     match st.order.durable_commit(commit, forced) {
         Ok(true) => Ok(()),
@@ -75,12 +83,14 @@ impl Flusher {
     /// Starts the periodic flusher; with `interval_ms` 0 only `sync` flushes.
     pub fn start(
         db: Weak<Database>,
+        journal: Arc<Journal>,
         interval_ms: u32,
         metrics: Arc<weft_metrics::MetaMetrics>,
     ) -> Flusher {
         let state = Arc::new(Shared {
             dirty: AtomicBool::new(false),
             gate: Mutex::new(()),
+            journal,
             metrics,
             order: DataOrder::default(),
             stop: Mutex::new(false),
@@ -101,7 +111,7 @@ impl Flusher {
                     };
                     let Some(db) = db.upgrade() else { return };
                     // The last one, at close, is not put off.
-                    if let Err(e) = sync_now(&db, &st, stopped) {
+                    if let Err(e) = sync_now(&db, &st, stopped, stopped) {
                         tracing::error!(error = %e, "periodic metadata commit failed");
                     }
                     if stopped {
@@ -121,7 +131,14 @@ impl Flusher {
     }
 
     pub fn sync(&self, db: &Database) -> Result<(), OpError> {
-        sync_now(db, &self.state, true)
+        sync_now(db, &self.state, true, false)
+    }
+
+    /// [`Flusher::sync`] with a checkpoint: the database durable, the
+    /// journal empty (a clean stop).
+    pub fn checkpoint(&self, db: &Database) -> Result<(), OpError> {
+        self.state.dirty.store(true, Ordering::Release);
+        sync_now(db, &self.state, true, true)
     }
 
     /// The data-before-size state of this shard's commits.
@@ -156,7 +173,7 @@ mod tests {
     fn crash_copy(fx: &Fx) -> (tempfile::TempDir, MetaServer) {
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join("copy.redb");
-        std::fs::copy(fx.path(), &copy).unwrap();
+        crate::testutil::crash_image(&fx.path(), &copy);
         let srv = MetaServer::open(&copy, fx.spec.clone()).unwrap();
         (dir, srv)
     }

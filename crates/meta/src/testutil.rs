@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use weft_proto::layout::DEFAULT_BLOCK;
@@ -330,9 +330,12 @@ impl Shards {
     pub(crate) fn crash(&mut self, shard: u16) {
         let path = self.dir.path().join(format!("shard{shard}.redb"));
         let on_disk = self.dir.path().join("crash.redb");
-        std::fs::copy(&path, &on_disk).unwrap();
+        crash_image(&path, &on_disk);
         self.close(shard);
         std::fs::rename(&on_disk, &path).unwrap();
+        let journal = crate::journal::journal_path(&path);
+        let _ = std::fs::remove_file(&journal);
+        let _ = std::fs::rename(crate::journal::journal_path(&on_disk), &journal);
         self.reopen(shard);
     }
 
@@ -478,5 +481,15 @@ impl Rng {
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
+/// What a crash of the shard at `db` would leave, copied to `to`: its
+/// database file and its journal as they are on disk now.
+pub(crate) fn crash_image(db: &Path, to: &Path) {
+    std::fs::copy(db, to).unwrap();
+    let journal = crate::journal::journal_path(db);
+    if journal.exists() {
+        std::fs::copy(&journal, crate::journal::journal_path(to)).unwrap();
     }
 }

@@ -110,8 +110,14 @@ impl ShardTxn<'_> {
     pub(crate) fn commit(self) -> Result<Written, OpError> {
         match self.server.replica() {
             None => {
-                self.txn.commit()?;
-                Ok(self.written)
+                let ShardTxn {
+                    txn,
+                    written,
+                    server,
+                    ..
+                } = self;
+                server.journal.commit(txn, |t| capture(t, &written))?;
+                Ok(written)
             }
             Some(group) => {
                 let ShardTxn {

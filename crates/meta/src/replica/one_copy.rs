@@ -60,7 +60,7 @@ pub async fn settle_one_copy(
     let group = ShardGroup::start(server, me, transport, timing, false).await?;
     let settled = group.apply_all_alone(wait).await;
     group.shutdown().await;
-    server.clear_replica();
+    server.clear_replica()?;
     settled?;
     forget_group(server)
 }

@@ -134,6 +134,8 @@ pub struct MetaServer {
     replica: RwLock<Option<Arc<ShardGroup>>>,
     /// A replicated shard's one writer (see `txn`).
     pub(crate) writer: std::sync::Mutex<()>,
+    /// Makes commits durable on a shard with one copy (see `journal`).
+    pub(crate) journal: Arc<crate::journal::Journal>,
     /// Directories to check for splitting, and those being split.
     splitting: crate::splitting::Splitting,
 }
@@ -148,9 +150,26 @@ impl MetaServer {
     /// Weft shard.
     pub fn open(path: &Path, spec: MetaSpec) -> Result<MetaServer, MetaError> {
         let db = Arc::new(crate::open::open_database(path, &spec)?);
+        let (journal, replayed) =
+            crate::journal::Journal::open(path, &db, !spec.durable).map_err(|e| {
+                MetaError::Corrupt {
+                    path: crate::journal::journal_path(path),
+                    reason: format!("cannot apply the journal again: {e}"),
+                }
+            })?;
+        if replayed.applied > 0 || replayed.dropped_bytes > 0 {
+            tracing::info!(
+                path = %path.display(),
+                applied = replayed.applied,
+                torn_bytes = replayed.dropped_bytes,
+                "journal applied again after an unclean stop"
+            );
+        }
+        let journal = Arc::new(journal);
         let metrics = weft_metrics::global().meta(&spec.name);
         let flusher = Flusher::start(
             Arc::downgrade(&db),
+            journal.clone(),
             if spec.durable {
                 0
             } else {
@@ -177,6 +196,7 @@ impl MetaServer {
             metrics,
             replica: RwLock::new(None),
             writer: std::sync::Mutex::new(()),
+            journal,
         };
         let prepared = server.recover_intents().map_err(|e| MetaError::Corrupt {
             path: path.to_owned(),
@@ -227,10 +247,12 @@ impl MetaServer {
     /// Makes every commit so far durable (after the data under new sizes):
     /// what a clean stop does last, so it loses nothing.
     pub fn flush(&self) -> Result<(), MetaError> {
-        self.flusher.sync(&self.db).map_err(|e| MetaError::Flush {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        })
+        self.flusher
+            .checkpoint(&self.db)
+            .map_err(|e| MetaError::Flush {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })
     }
 
     pub fn spec(&self) -> &MetaSpec {
@@ -280,21 +302,36 @@ impl MetaServer {
         as_client(from, || self.handle_as(req, data, cred))
     }
 
-    /// Makes this shard commit through `group` (see `replica`).
-    pub(crate) fn set_replica(&self, group: Arc<ShardGroup>) {
+    /// Makes this shard commit through `group` (see `replica`); its
+    /// journal goes off after a checkpoint (the group's log is its journal).
+    pub(crate) fn set_replica(&self, group: Arc<ShardGroup>) -> Result<(), MetaError> {
+        self.journal
+            .retire(&self.db)
+            .map_err(|e| MetaError::Flush {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })?;
         match self.replica.write() {
             Ok(mut g) => *g = Some(group),
             Err(p) => *p.into_inner() = Some(group),
         }
+        Ok(())
     }
 
     /// Stops committing through a group: the shard went back to one copy
-    /// (see `replica::one_copy`).
-    pub(crate) fn clear_replica(&self) {
+    /// (see `replica::one_copy`), and its journal on again.
+    pub(crate) fn clear_replica(&self) -> Result<(), MetaError> {
         match self.replica.write() {
             Ok(mut g) => *g = None,
             Err(p) => *p.into_inner() = None,
         }
+        if self.spec.durable {
+            return Ok(());
+        }
+        self.journal.resume(&self.db).map_err(|e| MetaError::Flush {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        })
     }
 
     /// This node's replica of the shard, if the shard is replicated.

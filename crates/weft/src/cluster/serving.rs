@@ -222,13 +222,15 @@ fn stop_replica(node: &Arc<Node>, dir: &DataDir, fs: &str, key: (u32, u16)) {
     });
 }
 
-/// Deletes this node's copy of a shard (its database, snapshot and log).
+/// Deletes this node's copy of a shard (its database, snapshot, log and
+/// journal).
 fn remove_shard_files(dir: &DataDir, fs: &str, shard: u16) {
     let db = dir.meta(fs, shard);
     let mut snap = db.clone().into_os_string();
     snap.push(".snap");
     let log = weft_meta::replica_log_path(&db);
-    for path in [db, PathBuf::from(snap), log] {
+    let journal = weft_meta::journal_path(&db);
+    for path in [db, PathBuf::from(snap), log, journal] {
         match std::fs::remove_file(&path) {
             Ok(()) => info!(path = %path.display(), "removed a stale shard copy"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
