@@ -55,11 +55,22 @@ impl Fx {
         self.dir.path().join("shard.redb")
     }
 
-    /// Drops the server and opens the database again.
+    /// Drops the server and opens the database again. A replicated
+    /// shard's Raft tasks may hold the database a moment after their group
+    /// stopped: the open waits for them (10 s at most).
     pub(crate) fn reopen(self) -> Fx {
         let Fx { dir, srv, spec } = self;
         drop(srv);
-        let srv = MetaServer::open(&dir.path().join("shard.redb"), spec.clone()).unwrap();
+        let path = dir.path().join("shard.redb");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let srv = loop {
+            match MetaServer::open(&path, spec.clone()) {
+                Err(crate::MetaError::InUse { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
         Fx { dir, srv, spec }
     }
 
