@@ -78,7 +78,7 @@ async fn renew_shard(client: &Client, shard: ShardId) -> Duration {
             if reopen {
                 send_opens(client, shard).await;
             }
-            free_orphans(client, free);
+            free_orphans(client, free).await;
             if ms > 0 {
                 (Duration::from_millis(ms) / 3).max(MIN_PAUSE)
             } else {
@@ -140,14 +140,15 @@ async fn send_opens(client: &Client, shard: ShardId) {
 
 /// Frees orphans whose holders are gone, in the background with the
 /// client's own unlinked files (so the renewals of the other shards do not
-/// wait for it).
-fn free_orphans(client: &Client, free: Vec<Orphan>) {
+/// wait for it). One open here is kept, and its open registered again.
+async fn free_orphans(client: &Client, free: Vec<Orphan>) {
     for o in free {
         if client.has_open(o.ino) {
             warn!(
                 ino = o.ino,
                 "a shard handed out a file open here to free; kept"
             );
+            client.declined(o.ino).await;
             continue;
         }
         client.free_orphan_later(o);

@@ -437,6 +437,39 @@ mod server_tests {
         }
     }
 
+    /// A client's last close and its next open of the same file cross (the
+    /// kernel sends the close without waiting): the close is handed the
+    /// file, unlinked meanwhile, to free, which the client declines as it
+    /// has the file open again, registering that open anew. The open takes
+    /// the hand-out back, so the true last close is handed the file again
+    /// (it was refused as "being freed", and the space stayed).
+    #[test]
+    fn an_orphan_declined_by_a_client_that_opened_it_again_goes_to_its_last_close() {
+        let fx = Fx::new();
+        let a = fx.file(ROOT_INO, "f");
+        let opened = || {
+            fx.attr(MetaRequest::Opened {
+                ino: a.ino,
+                client: 2,
+                kept: false,
+            })
+        };
+        let closed = || match fx.call(MetaRequest::Closed {
+            ino: a.ino,
+            client: 2,
+            keep: false,
+            dropped: Vec::new(),
+        }) {
+            Response::Unlinked { orphan } => orphan.map(|o| o.ino),
+            other => panic!("{other:?}"),
+        };
+        opened();
+        assert_eq!(fx.unlink(ROOT_INO, "f").unwrap(), None, "open on client 2");
+        assert_eq!(closed(), Some(a.ino), "handed to the crossing close");
+        opened();
+        assert_eq!(closed(), Some(a.ino), "the hand-out was taken back");
+    }
+
     #[test]
     fn a_late_commit_does_not_re_extend_a_file_another_client_truncated() {
         let fx = Fx::new();

@@ -1,6 +1,8 @@
 //! Links and unlink: hard-link counts (directories 2 + subdirectories),
 //! link(2) and unlink/rmdir errors, and a file unlinked while open that
-//! stays readable and writable until its last close, then frees its space.
+//! stays readable and writable until its last close, then frees its space
+//! (also when the shard handed it out to free while it was open: a close
+//! and an open crossed).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -185,6 +187,56 @@ fn unlinked_while_open_stays_usable_until_last_close() {
     eventually("freed after unlink", || {
         chunk_files(&m.data, ino).is_empty()
     });
+}
+
+/// A client's last close and its next open of a file cross (the kernel
+/// sends a close without waiting for it): the shard takes the file as
+/// closed, and an unlink hands it out to free although it is open. The
+/// client keeps it (readable) and registers the open again, so its last
+/// close frees it at once; it stayed until the hand-out went stale.
+#[test]
+fn a_file_handed_out_to_free_while_open_is_kept_and_freed_at_its_last_close() {
+    let m = FX.get();
+    let d = m.dir("crossed");
+    let path = d.join("f");
+    let content = pattern(13, 200 * 1024);
+    std::fs::write(&path, &content).unwrap();
+    let (dir, ino) = (ino_of(&d), ino_of(&path));
+    let (rt, c) = other_client(&m, "links-crossed");
+    rt.block_on(c.open(ino, false)).unwrap();
+    // The close that crossed the open, as the shard saw it.
+    let closed = weft_proto::Request::Meta {
+        fs: c.fs_info().id,
+        shard: weft_proto::types::ino_shard(ino),
+        req: weft_proto::msg::MetaRequest::Closed {
+            ino,
+            client: c.lock_client_id(),
+            keep: false,
+            dropped: Vec::new(),
+        },
+        cred: None,
+    };
+    let fs = c.fs_info().clone();
+    let answer = rt.block_on(c.cluster().call_shard(
+        &fs,
+        weft_proto::types::ino_shard(ino),
+        closed,
+        bytes::Bytes::new(),
+    ));
+    match answer.result {
+        Ok((weft_proto::Response::Unlinked { orphan: None }, _)) => {}
+        other => panic!("the crossed close: {other:?}"),
+    }
+    let orphan = rt.block_on(c.unlink_name(dir, b"f")).unwrap();
+    assert_eq!(orphan, None, "open here: not to be freed yet");
+    assert!(!chunk_files(&m.data, ino).is_empty());
+    let back = rt.block_on(c.read(ino, 0, content.len() as u32)).unwrap();
+    assert_eq!(&back[..], &content[..], "readable while open");
+    rt.block_on(c.release(ino)).unwrap();
+    assert!(
+        chunk_files(&m.data, ino).is_empty(),
+        "the last close frees the file"
+    );
 }
 
 #[test]

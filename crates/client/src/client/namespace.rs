@@ -72,7 +72,7 @@ impl Client {
             (Response::Unlinked { orphan }, _) => orphan,
             (other, _) => return Err(unexpected(&*self.meta_peer(parent)?, "unlink", &other)),
         };
-        match self.to_reclaim(orphan) {
+        match self.to_reclaim(orphan).await {
             Some(o) if o.inline => self.reclaim(&o).await.map(|()| None),
             other => Ok(other),
         }

@@ -71,7 +71,7 @@ impl Client {
     /// `kept`: the file was kept since its close and its cached blocks are
     /// to be used; a shard that no longer notes it kept has this client
     /// drop them before it answers.
-    async fn register_open(&self, ino: Ino, kept: bool) -> Result<Attr, ClientError> {
+    pub(super) async fn register_open(&self, ino: Ino, kept: bool) -> Result<Attr, ClientError> {
         let client = self.lock_client_id();
         let req = MetaRequest::Opened { ino, client, kept };
         let attr = self.data_tokens_at_open(ino, req).await?;
@@ -210,7 +210,14 @@ impl Client {
         match answer? {
             (Response::Unlinked { orphan: Some(o) }, _) => {
                 self.data_tokens.closed(ino);
-                self.reclaim(&o).await?
+                if self.already_open(ino) {
+                    // Opened again here while the close travelled: the
+                    // file is not freed under that open (the shard takes
+                    // the hand-out back when the open registers again).
+                    self.declined(ino).await;
+                } else {
+                    self.reclaim(&o).await?
+                }
             }
             (Response::Unlinked { orphan: None }, _) => {
                 if !keep {

@@ -47,23 +47,35 @@ impl Client {
     }
 
     pub(super) async fn orphaned(&self, orphan: Option<Orphan>) -> Result<(), ClientError> {
-        match self.to_reclaim(orphan) {
+        match self.to_reclaim(orphan).await {
             Some(o) => self.reclaim(&o).await,
             None => Ok(()),
         }
     }
 
     /// The orphan to free now: none if a file here still has it open (then
-    /// it is freed at the last close).
-    pub(super) fn to_reclaim(&self, orphan: Option<Orphan>) -> Option<Orphan> {
+    /// it is freed at the last close). The shard handed it out because it
+    /// did not know of that open (a close of this client crossed it): the
+    /// open is registered again, which takes the hand-out back.
+    pub(super) async fn to_reclaim(&self, orphan: Option<Orphan>) -> Option<Orphan> {
         let o = orphan?;
         if let Some(f) = self.open_file(o.ino) {
             if f.with(|s| s.opens > 0) {
                 debug!(ino = o.ino, "unlinked while open: freed at last close");
+                self.declined(o.ino).await;
                 return None;
             }
         }
         Some(o)
+    }
+
+    /// Registers again the open of `ino`, an orphan the shard handed out
+    /// to free while it is open here. Failing that, the shard's sweep hands
+    /// it out again once the hand-out goes stale and nobody has it open.
+    pub(crate) async fn declined(&self, ino: Ino) {
+        if let Err(e) = self.register_open(ino, false).await {
+            warn!(ino, error = %e, "cannot register again an open file the shard handed out to free");
+        }
     }
 
     /// Frees an orphan: its chunks, then its inode. A file whose data is in

@@ -66,7 +66,14 @@ impl MetaServer {
                         self.count_revoked(r);
                     }
                 }
-                self.opens.open(ino, client, Instant::now());
+                // An orphan handed out to free while its client had it
+                // open (a close and an open crossed, or the shard thought
+                // the client gone) is declined by that client, which then
+                // registers the open again: its last close gets it anew.
+                self.handing_off(|| {
+                    self.opens.open(ino, client, Instant::now());
+                    self.taken_back(&[ino]);
+                });
                 let seq = self
                     .tokens()
                     .filter(|_| reader != 0 && attr.kind == weft_proto::types::FileKind::File)
@@ -358,13 +365,7 @@ impl MetaServer {
             MetaRequest::Reclaim { inos } => {
                 self.own_inodes(inos.iter().copied())?;
                 self.write(|s| ops::reclaim::reclaim(s, &inos))?;
-                let mut handed = match self.handed.lock() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
-                };
-                for ino in &inos {
-                    handed.remove(ino);
-                }
+                self.taken_back(&inos);
                 Response::Unit
             }
             MetaRequest::Shard(op) => Response::Shard(self.serve_shard(op)?),

@@ -49,6 +49,19 @@ impl MetaServer {
         Some(o)
     }
 
+    /// Forgets that `inos` were handed out: they were reclaimed, or the
+    /// client they were handed to has one open again (it declined to free
+    /// it, and its last close is to be handed it anew).
+    pub(super) fn taken_back(&self, inos: &[Ino]) {
+        let mut handed = match self.handed.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        for ino in inos {
+            handed.remove(ino);
+        }
+    }
+
     /// Whether `ino` was handed out to free lately (see `handed`).
     pub(super) fn being_freed(&self, ino: Ino) -> bool {
         let stale = self.handed_for();
