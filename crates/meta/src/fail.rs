@@ -20,6 +20,13 @@ pub(crate) enum OpError {
         what: &'static str,
         source: std::io::Error,
     },
+    /// The shard's journal file is of another format version (`found`) or
+    /// not a journal at all (none).
+    #[error("{}", journal_format(path, *found))]
+    JournalFormat {
+        path: std::path::PathBuf,
+        found: Option<u32>,
+    },
     /// A stored record is not what this build wrote.
     #[error("inode {ino}: {reason}")]
     Corrupt { ino: Ino, reason: String },
@@ -132,6 +139,23 @@ storage_from!(
     redb::CommitError,
     redb::SetDurabilityError
 );
+
+fn journal_format(path: &std::path::Path, found: Option<u32>) -> String {
+    let want = crate::journal::JOURNAL_VERSION;
+    match found {
+        Some(v) => format!(
+            "journal {}: format version {v}, this build reads version {want}; \
+             open the shard with the weft that wrote it (it applies the journal \
+             and empties it at a clean stop)",
+            path.display()
+        ),
+        None => format!(
+            "{} is not a Weft shard journal (no WEFTJRNL header); \
+             move it aside if it is not the shard's, and open again",
+            path.display()
+        ),
+    }
+}
 
 #[cfg(test)]
 mod tests {

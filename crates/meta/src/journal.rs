@@ -25,6 +25,14 @@
 //! its final value, so records the durable database already holds change
 //! nothing: what comes back is the state after the last durable record.
 //!
+//! The file starts with a header of [`FILE_HEADER`] bytes: the magic
+//! `WEFTJRNL` and the format version ([`JOURNAL_VERSION`], u32 LE, then 4
+//! zero bytes). A journal of another version is refused, untouched (its
+//! records may be the only durable copy of acknowledged commits: the weft
+//! that wrote it applies them at its next open and empties it at a clean
+//! stop); so is a file with another magic. A header cut short (a crash while
+//! the file was made, before any record) counts as an empty journal.
+//!
 //! Record: `len` (u32 LE, of the payload), `crc` (u32 LE, CRC32C of the
 //! database's journal id, the sequence number and the payload), `seq` (u64
 //! LE), payload (the postcard encoding of the `Vec<Change>`). The journal
@@ -56,6 +64,56 @@ pub(crate) const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 pub(crate) const CHECKPOINT_BYTES: u64 = 64 << 20;
 /// Bytes before a record's payload.
 const HEADER: usize = 16;
+/// The journal file's magic.
+const MAGIC: &[u8; 8] = b"WEFTJRNL";
+/// The journal file's format version.
+pub(crate) const JOURNAL_VERSION: u32 = 1;
+/// Bytes of the file header (magic, version, reserved).
+pub(crate) const FILE_HEADER: u64 = 16;
+
+fn file_header() -> [u8; FILE_HEADER as usize] {
+    let mut h = [0u8; FILE_HEADER as usize];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&JOURNAL_VERSION.to_le_bytes());
+    h
+}
+
+/// The records of a journal file's bytes, after its header is checked.
+fn records_of<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a [u8], OpError> {
+    let Some(head) = bytes.get(..FILE_HEADER as usize) else {
+        // Cut short while the file was made: no record was ever in it.
+        return Ok(&[]);
+    };
+    if &head[..8] != MAGIC {
+        return Err(OpError::JournalFormat {
+            path: path.to_owned(),
+            found: None,
+        });
+    }
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if version != JOURNAL_VERSION {
+        return Err(OpError::JournalFormat {
+            path: path.to_owned(),
+            found: Some(version),
+        });
+    }
+    Ok(&bytes[FILE_HEADER as usize..])
+}
+
+/// Makes the journal file anew at `path`: only the header, synced.
+fn create(path: &Path) -> Result<File, OpError> {
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| io(path, "create", e))?;
+    f.write_all_at(&file_header(), 0)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| io(path, "write the header of", e))?;
+    Ok(f)
+}
 
 pub(crate) struct Journal {
     path: PathBuf,
@@ -207,7 +265,8 @@ impl Journal {
         txn.set_durability(Durability::Immediate)?;
         let mut last = stored_seq(&txn)?;
         let id = journal_id(&txn)?;
-        let (records, good) = decode_all(id, &bytes);
+        let body = records_of(&path, &bytes)?;
+        let (records, good) = decode_all(id, body);
         for (seq, changes) in records {
             if seq <= last {
                 continue;
@@ -220,19 +279,11 @@ impl Journal {
             last = seq;
             replayed.applied += 1;
         }
-        replayed.dropped_bytes = (bytes.len() - good) as u64;
+        replayed.dropped_bytes = (body.len() - good) as u64;
         txn.open_table(META)?.insert(key::JOURNAL_SEQ, last)?;
         txn.commit()?;
         let file = if on {
-            let f = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(|e| io(&path, "create", e))?;
-            f.sync_all().map_err(|e| io(&path, "sync", e))?;
-            Some(f)
+            Some(create(&path)?)
         } else {
             remove(&path)?;
             None
@@ -246,7 +297,10 @@ impl Journal {
                 on,
                 last_checkpoint: Instant::now(),
             }),
-            file: Mutex::new(Tail { file, len: 0 }),
+            file: Mutex::new(Tail {
+                file,
+                len: FILE_HEADER,
+            }),
         };
         Ok((journal, replayed))
     }
@@ -302,6 +356,11 @@ impl Journal {
             // Off meanwhile: a checkpoint made everything durable.
             return Ok(true);
         };
+        if taken.is_empty() {
+            // Every record is in the file and synced: the sync that wrote
+            // the last of them held `file` until its `fdatasync` returned.
+            return Ok(true);
+        }
         let written = file
             .write_all_at(&taken, tail.len)
             .and_then(|()| file.sync_data());
@@ -345,8 +404,9 @@ impl Journal {
         if let Some(file) = &tail.file {
             // Records left past the new end after a crash are older than
             // the durable `journal_seq`, so skipped.
-            file.set_len(0).map_err(|e| io(&self.path, "empty", e))?;
-            tail.len = 0;
+            file.set_len(FILE_HEADER)
+                .map_err(|e| io(&self.path, "empty", e))?;
+            tail.len = FILE_HEADER;
         }
         Ok(true)
     }
@@ -372,17 +432,10 @@ impl Journal {
         }
         let last = stored_seq(&txn)?;
         txn.abort()?;
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&self.path)
-            .map_err(|e| io(&self.path, "create", e))?;
-        f.sync_all().map_err(|e| io(&self.path, "sync", e))?;
+        let f = create(&self.path)?;
         let mut tail = lock(&self.file);
         tail.file = Some(f);
-        tail.len = 0;
+        tail.len = FILE_HEADER;
         st.buf.clear();
         st.last = last;
         st.on = true;
@@ -404,7 +457,7 @@ mod tests {
     use weft_proto::msg::{MetaRequest, Response};
     use weft_proto::types::ROOT_INO;
 
-    use super::journal_path;
+    use super::{journal_path, FILE_HEADER};
     use crate::testutil::{crash_image, Fx};
     use crate::MetaServer;
 
@@ -441,7 +494,10 @@ mod tests {
         let fx = Fx::new();
         fx.file(ROOT_INO, "a");
         sync(&fx);
-        assert!(journal_len(&fx) > 0, "the sync went to the journal");
+        assert!(
+            journal_len(&fx) > FILE_HEADER,
+            "the sync went to the journal"
+        );
         // Without its journal the database does not have it...
         let (_d, srv) = after_crash(&fx, Vec::clear);
         assert!(!has(&srv, "a"));
@@ -489,7 +545,11 @@ mod tests {
         sync(&fx);
         let old = std::fs::read(journal_path(&fx.path())).unwrap();
         fx.srv.flush().unwrap();
-        assert_eq!(journal_len(&fx), 0, "a checkpoint leaves an empty journal");
+        assert_eq!(
+            journal_len(&fx),
+            FILE_HEADER,
+            "a checkpoint leaves an empty journal"
+        );
         fx.call(MetaRequest::Unlink {
             parent: ROOT_INO,
             name: b"a".to_vec(),
@@ -502,9 +562,9 @@ mod tests {
         // The record of `a`'s create left in front (a truncation lost to
         // the crash): it is older than the checkpoint, so not applied.
         let (_d, srv) = after_crash(&fx, |j| {
-            let mut both = old.clone();
-            both.append(j);
-            *j = both;
+            let records = j.split_off(FILE_HEADER as usize);
+            j.extend_from_slice(&old[FILE_HEADER as usize..]);
+            j.extend_from_slice(&records);
         });
         assert!(!has(&srv, "a") && has(&srv, "b"));
     }
@@ -536,5 +596,39 @@ mod tests {
         std::fs::copy(journal_path(&fx.path()), journal_path(&path)).unwrap();
         let srv = MetaServer::open(&path, spec).unwrap();
         assert!(!has(&srv, "a"));
+    }
+
+    /// A journal of another format version, or a file that is not a
+    /// journal, is refused and left as it was (its records may be the only
+    /// copy of acknowledged commits); a header cut short is an empty one.
+    #[test]
+    fn a_journal_of_another_version_is_refused_untouched() {
+        let fx = Fx::new();
+        fx.file(ROOT_INO, "a");
+        sync(&fx);
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy.redb");
+        crash_image(&fx.path(), &copy);
+        let mut journal = std::fs::read(journal_path(&copy)).unwrap();
+        journal[8..12].copy_from_slice(&7u32.to_le_bytes());
+        std::fs::write(journal_path(&copy), &journal).unwrap();
+        let err = MetaServer::open(&copy, fx.spec.clone()).err().unwrap();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("format version 7") && msg.contains("reads version 1"),
+            "{msg}"
+        );
+        assert_eq!(std::fs::read(journal_path(&copy)).unwrap(), journal);
+        journal[..8].copy_from_slice(b"NOTAJRNL");
+        std::fs::write(journal_path(&copy), &journal).unwrap();
+        let msg = MetaServer::open(&copy, fx.spec.clone())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(msg.contains("not a Weft shard journal"), "{msg}");
+        assert_eq!(std::fs::read(journal_path(&copy)).unwrap(), journal);
+        std::fs::write(journal_path(&copy), &journal[..5]).unwrap();
+        let srv = MetaServer::open(&copy, fx.spec.clone()).unwrap();
+        assert!(!has(&srv, "a"), "only the journal had it");
     }
 }

@@ -151,11 +151,15 @@ impl MetaServer {
     pub fn open(path: &Path, spec: MetaSpec) -> Result<MetaServer, MetaError> {
         let db = Arc::new(crate::open::open_database(path, &spec)?);
         let (journal, replayed) =
-            crate::journal::Journal::open(path, &db, !spec.durable).map_err(|e| {
-                MetaError::Corrupt {
+            crate::journal::Journal::open(path, &db, !spec.durable).map_err(|e| match e {
+                e @ OpError::JournalFormat { .. } => MetaError::Corrupt {
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                },
+                e => MetaError::Corrupt {
                     path: crate::journal::journal_path(path),
                     reason: format!("cannot apply the journal again: {e}"),
-                }
+                },
             })?;
         if replayed.applied > 0 || replayed.dropped_bytes > 0 {
             tracing::info!(
