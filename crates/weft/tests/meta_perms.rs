@@ -22,18 +22,7 @@ fn the_meta_role_refuses_what_the_callers_credentials_do_not_allow() {
     set_mode(&d, 0o700);
     let dir_ino = std::fs::metadata(&d).unwrap().ino();
 
-    let run = std::fs::read_to_string(up.data.join("run/weft.addr")).unwrap();
-    let addr = run.lines().next().unwrap().to_string();
-    let secret = weft_net::Secret::load(&up.data.join("cluster.secret")).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let cluster = rt
-        .block_on(weft_client::Cluster::connect(&addr, secret, "perm-test"))
-        .unwrap();
-    let client = weft_client::Client::new(cluster, "fs0").unwrap();
+    let (rt, client) = other_client(&up.data, "perm-test");
     let other = Cred {
         uid: 2000,
         gid: 2000,

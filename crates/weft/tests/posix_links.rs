@@ -202,7 +202,7 @@ fn a_file_handed_out_to_free_while_open_is_kept_and_freed_at_its_last_close() {
     let content = pattern(13, 200 * 1024);
     std::fs::write(&path, &content).unwrap();
     let (dir, ino) = (ino_of(&d), ino_of(&path));
-    let (rt, c) = other_client(&m, "links-crossed");
+    let (rt, c) = other_client(&m.data, "links-crossed");
     rt.block_on(c.open(ino, false)).unwrap();
     // The close that crossed the open, as the shard saw it.
     let closed = weft_proto::Request::Meta {

@@ -388,7 +388,7 @@ struct SecondMount {
 
 impl SecondMount {
     fn new(m: &Mounted) -> SecondMount {
-        let (rt, client) = other_client(m, "posix-locks-2");
+        let (rt, client) = other_client(&m.data, "posix-locks-2");
         let mnt = m.root.join("mnt2");
         std::fs::create_dir_all(&mnt).unwrap();
         let handle = weft_fuse::mount(
@@ -531,9 +531,9 @@ fn locks_of_a_vanished_client_go_after_the_failure_detection_time() {
         )
     };
     // One client stays alive, the other vanishes without releasing.
-    let (live_rt, live) = other_client(&m, "locks-live");
+    let (live_rt, live) = other_client(&m.data, "locks-live");
     take(&live_rt, &live, 100);
-    let (gone_rt, gone) = other_client(&m, "locks-gone");
+    let (gone_rt, gone) = other_client(&m.data, "locks-gone");
     take(&gone_rt, &gone, 0);
     assert_eq!(
         try_lock(0),

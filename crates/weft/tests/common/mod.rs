@@ -4,7 +4,8 @@
 //! directory and are printed when a test fails. Every wait is bounded.
 //! Beside the daemon harness here: [`chunks`] (where a file's bytes lie on
 //! the NSDs), [`posix`] (syscall wrappers and the shared mount of the
-//! POSIX suites) and [`helper`] (helper processes that run syscall steps).
+//! POSIX suites), [`helper`] (helper processes that run syscall steps) and
+//! [`client`] (library clients of the running cluster).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsStr;
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 mod chunks;
+mod client;
 mod helper;
 mod nsd_type;
 mod posix;
@@ -26,6 +28,8 @@ mod posix;
 // Each test binary uses some of these.
 #[allow(unused_imports)]
 pub use chunks::*;
+#[allow(unused_imports)]
+pub use client::*;
 #[allow(unused_imports)]
 pub use helper::*;
 #[allow(unused_imports)]

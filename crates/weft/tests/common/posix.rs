@@ -199,23 +199,3 @@ pub fn lstat(p: &Path) -> Result<libc::stat, i32> {
         Err(errno())
     }
 }
-
-/// Another client of the mounted cluster, in its own runtime.
-pub fn other_client(
-    m: &Mounted,
-    name: &str,
-) -> (tokio::runtime::Runtime, std::sync::Arc<weft_client::Client>) {
-    let run = std::fs::read_to_string(m.data.join("run/weft.addr")).unwrap();
-    let addr = run.lines().next().unwrap().to_string();
-    let secret = weft_net::Secret::load(&m.data.join("cluster.secret")).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let cluster = rt
-        .block_on(weft_client::Cluster::connect(&addr, secret, name))
-        .unwrap();
-    let client = weft_client::Client::new(cluster, "fs0").unwrap();
-    (rt, client)
-}
