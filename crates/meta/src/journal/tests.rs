@@ -1,6 +1,8 @@
 //! Tests of the shard journal: what comes back after a crash, torn and
 //! damaged records, checkpoints, and journals that are not this database's.
 
+use std::path::PathBuf;
+
 use bytes::Bytes;
 use weft_proto::msg::{MetaRequest, Response};
 use weft_proto::types::ROOT_INO;
@@ -25,14 +27,22 @@ fn journal_len(fx: &Fx) -> u64 {
     std::fs::metadata(journal_path(&fx.path())).unwrap().len()
 }
 
-/// The crash image of `fx`, its journal changed by `edit`, opened.
-fn after_crash(fx: &Fx, edit: impl FnOnce(&mut Vec<u8>)) -> (tempfile::TempDir, MetaServer) {
+/// The crash image of `fx` in a new directory, its journal (if any)
+/// changed by `edit`: the directory and the database's path.
+fn crash_copy(fx: &Fx, edit: impl FnOnce(&mut Vec<u8>)) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy.redb");
     crash_image(&fx.path(), &copy);
-    let mut journal = std::fs::read(journal_path(&copy)).unwrap();
-    edit(&mut journal);
-    std::fs::write(journal_path(&copy), &journal).unwrap();
+    if let Ok(mut journal) = std::fs::read(journal_path(&copy)) {
+        edit(&mut journal);
+        std::fs::write(journal_path(&copy), &journal).unwrap();
+    }
+    (dir, copy)
+}
+
+/// [`crash_copy`], opened.
+fn after_crash(fx: &Fx, edit: impl FnOnce(&mut Vec<u8>)) -> (tempfile::TempDir, MetaServer) {
+    let (dir, copy) = crash_copy(fx, edit);
     let srv = MetaServer::open(&copy, fx.spec.clone()).unwrap();
     (dir, srv)
 }
@@ -123,10 +133,7 @@ fn a_shard_opened_durable_keeps_no_journal() {
     fx.file(ROOT_INO, "a");
     sync(&fx);
     assert!(!journal_path(&fx.path()).exists());
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("copy.redb");
-    crash_image(&fx.path(), &copy);
-    let srv = MetaServer::open(&copy, fx.spec.clone()).unwrap();
+    let (_d, srv) = after_crash(&fx, |_| {});
     assert!(has(&srv, "a"));
 }
 
@@ -154,14 +161,12 @@ fn a_journal_of_another_version_is_refused_untouched() {
     let fx = Fx::new();
     fx.file(ROOT_INO, "a");
     sync(&fx);
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("copy.redb");
-    crash_image(&fx.path(), &copy);
+    let (_d, copy) = crash_copy(&fx, |j| j[8..12].copy_from_slice(&7u32.to_le_bytes()));
     let mut journal = std::fs::read(journal_path(&copy)).unwrap();
-    journal[8..12].copy_from_slice(&7u32.to_le_bytes());
-    std::fs::write(journal_path(&copy), &journal).unwrap();
-    let err = MetaServer::open(&copy, fx.spec.clone()).err().unwrap();
-    let msg = err.to_string();
+    let msg = MetaServer::open(&copy, fx.spec.clone())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         msg.contains("format version 7") && msg.contains("reads version 1"),
         "{msg}"
