@@ -184,3 +184,27 @@ fn a_journal_of_another_version_is_refused_untouched() {
     let srv = MetaServer::open(&copy, fx.spec.clone()).unwrap();
     assert!(!has(&srv, "a"), "only the journal had it");
 }
+
+/// The journal's bytes on disk are its format: a change to them must come
+/// with a new `JOURNAL_VERSION` (and these bytes printed anew).
+#[test]
+fn the_journal_file_format_is_what_version_1_says() {
+    use crate::txn::{Change, Table};
+    let mut bytes = super::file_header().to_vec();
+    let changes = [Change {
+        table: Table::Locks,
+        key: vec![1, 2],
+        value: Some(vec![9]),
+    }];
+    super::encode(0x0102_0304_0506_0708, 3, &changes, &mut bytes).unwrap();
+    assert_eq!(super::JOURNAL_VERSION, 1);
+    #[rustfmt::skip]
+    let want: &[u8] = &[
+        b'W', b'E', b'F', b'T', b'J', b'R', b'N', b'L', 1, 0, 0, 0, 0, 0, 0, 0, // header
+        8, 0, 0, 0, // payload length
+        96, 152, 78, 222, // CRC32C of id, seq, payload
+        3, 0, 0, 0, 0, 0, 0, 0, // seq
+        1, 3, 2, 1, 2, 1, 1, 9, // one change: Locks, key [1, 2], value [9]
+    ];
+    assert_eq!(bytes, want);
+}

@@ -70,10 +70,8 @@ impl MetaServer {
                 // open (a close and an open crossed, or the shard thought
                 // the client gone) is declined by that client, which then
                 // registers the open again: its last close gets it anew.
-                self.handing_off(|| {
-                    self.opens.open(ino, client, Instant::now());
-                    self.taken_back(&[ino]);
-                });
+                self.opens.open(ino, client, Instant::now());
+                self.taken_back(&[ino]);
                 let seq = self
                     .tokens()
                     .filter(|_| reader != 0 && attr.kind == weft_proto::types::FileKind::File)
