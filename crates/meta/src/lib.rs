@@ -131,7 +131,10 @@ mod testutil;
 pub use error::MetaError;
 pub use journal::journal_path;
 pub use ordered::{BarrierFailed, DataBarrier};
-pub use replica::{replica_log_path, settle_one_copy, ReplicaTiming, ShardGroup, ShardLeadership};
+pub use replica::{
+    has_replica_log, legacy_log_path, replica_log_path, settle_one_copy, ReplicaTiming, ShardGroup,
+    ShardLeadership,
+};
 pub use server::{MetaServer, LOCK_WAIT};
 pub use spec::MetaSpec;
 pub use tokens::Tokens;

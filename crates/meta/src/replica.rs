@@ -27,9 +27,11 @@
 //!   the intents in its tables, and takes the byte-range locks of its
 //!   `locks` table, before it serves ([`locks`]).
 //! - **Log and snapshots.** The log and vote live beside the shard's
-//!   database (`<shard>.redb.log`, [`weft_raft::LogStore`]; a log an older
-//!   release kept inside the shard's database moves there once), so appends
-//!   do not wait for the shard's write transactions; every 10,000 entries
+//!   database in an append-only file (`<shard>.redb.raftlog`,
+//!   [`weft_raft::FileLog`]: a batch of appends costs one write and one
+//!   `fdatasync`; a log an older release kept in redb, beside the shard or
+//!   inside its database, moves there once), so appends do not wait for
+//!   the shard's write transactions; every 10,000 entries
 //!   the state machine writes a snapshot file (`<shard>.redb.snap`, streamed,
 //!   [`snapshot`]) and the log before it is dropped, keeping the last 1,000.
 //!   A replica that fell behind the dropped log receives the snapshot.
@@ -137,12 +139,59 @@ impl Default for ReplicaTiming {
 }
 
 /// Where a replica keeps its Raft log and vote: beside the shard's
-/// database (`<shard>.redb.log`), so that appends do not wait for the
-/// shard's own write transactions.
+/// database, in a file log of its own (`<shard>.redb.raftlog`,
+/// [`weft_raft::FileLog`]), so that appends do not wait for the shard's own
+/// write transactions.
 pub fn replica_log_path(shard: &std::path::Path) -> PathBuf {
+    beside(shard, ".raftlog")
+}
+
+/// Where releases before the file log kept a replica's log: a redb
+/// database beside the shard's (`<shard>.redb.log`). Moved to
+/// [`replica_log_path`] when the replica starts.
+pub fn legacy_log_path(shard: &std::path::Path) -> PathBuf {
+    beside(shard, ".log")
+}
+
+/// Whether a Raft log of the shard at `shard` lies beside it, in this
+/// release's format or an older one.
+pub fn has_replica_log(shard: &std::path::Path) -> bool {
+    replica_log_path(shard).exists() || legacy_log_path(shard).exists()
+}
+
+fn beside(shard: &std::path::Path, suffix: &str) -> PathBuf {
     let mut p = shard.to_owned().into_os_string();
-    p.push(".log");
+    p.push(suffix);
     PathBuf::from(p)
+}
+
+/// Brings the log of an older release to the file log at `path`, once: from
+/// the redb log beside the shard, or (older still) from inside the shard's
+/// database `db`; then removes the old one.
+fn adopt_older_log(server: &MetaServer, db: &redb::Database) -> Result<(), MetaError> {
+    let path = replica_log_path(server.path());
+    if path.exists() {
+        return Ok(());
+    }
+    let legacy = legacy_log_path(server.path());
+    let logdb = redb::Database::create(&legacy).map_err(failed)?;
+    let from_shard = weft_raft::adopt_log(db, &logdb).map_err(failed)?;
+    if weft_raft::FileLog::<ShardRaft>::adopt_redb(&path, &logdb).map_err(failed)? {
+        tracing::info!(
+            shard = server.spec().shard,
+            from = %if from_shard { server.path() } else { legacy.as_path() }.display(),
+            to = %path.display(),
+            "moved the shard's Raft log to a file log"
+        );
+    }
+    drop(logdb);
+    std::fs::remove_file(&legacy).map_err(|e| MetaError::Replication {
+        reason: format!(
+            "cannot remove the old Raft log {} (its entries are in {} now): {e}",
+            legacy.display(),
+            path.display()
+        ),
+    })
 }
 
 /// Who leads a shard as one replica sees it.
@@ -204,15 +253,9 @@ impl ShardGroup {
         let mut snap = server.path().to_owned().into_os_string();
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
-        let logdb =
-            Arc::new(redb::Database::create(replica_log_path(server.path())).map_err(failed)?);
-        if weft_raft::adopt_log(&db, &logdb).map_err(failed)? {
-            tracing::info!(
-                shard = server.spec().shard,
-                "moved the shard's Raft log to a file of its own"
-            );
-        }
-        let logs = weft_raft::LogStore::<ShardRaft>::new(logdb);
+        adopt_older_log(server, &db)?;
+        let logs = weft_raft::FileLog::<ShardRaft>::open(&replica_log_path(server.path()))
+            .map_err(failed)?;
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,

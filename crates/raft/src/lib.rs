@@ -1,5 +1,7 @@
 //! What every Raft group of Weft shares (openraft 0.9, storage API v2): the
-//! log store in redb ([`LogStore`], its last entries also kept in memory),
+//! log stores — in redb beside the quorum's records ([`LogStore`]), and in
+//! an append-only file of its own for a metadata shard's member
+//! ([`FileLog`]), both keeping their last entries in memory too —,
 //! the network over a transport the node
 //! provides ([`Network`], [`RaftTransport`]), the versioned message codec,
 //! and the answer to a message from another member ([`serve`]). A group
@@ -13,6 +15,8 @@
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
+mod file_log;
+#[allow(clippy::result_large_err)]
 mod log;
 #[cfg(feature = "testing")]
 pub mod mem;
@@ -22,6 +26,7 @@ mod recent;
 use openraft::{BasicNode, Raft, RaftTypeConfig};
 use weft_proto::msg::RaftKind;
 
+pub use file_log::{FileLog, FormatError, FILE_LOG_VERSION};
 pub use log::{
     adopt_log, decode, encode, get_meta, put_meta, read_err, write_err, LogStore, LOG, META,
 };

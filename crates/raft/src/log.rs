@@ -32,9 +32,9 @@ pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 /// Small records of the log store and the state machine, by name.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
 
-const VOTE: &str = "vote";
-const COMMITTED: &str = "committed";
-const PURGED: &str = "last_purged";
+pub(crate) const VOTE: &str = "vote";
+pub(crate) const COMMITTED: &str = "committed";
+pub(crate) const PURGED: &str = "last_purged";
 
 pub fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::read(AnyError::new(&e)).into()

@@ -348,7 +348,7 @@ fn three_local_nodes_change_their_metadata_replicas_while_serving() {
         },
     );
     for shard in 0..3 {
-        let log = data.join(format!("node2/meta/fs0-shard{shard}.redb.log"));
+        let log = data.join(format!("node2/meta/fs0-shard{shard}.redb.raftlog"));
         assert!(!log.exists(), "a Raft log is left: {}", log.display());
     }
 }
@@ -562,7 +562,7 @@ fn three_local_nodes_give_one_copy_metadata_replicas_while_serving() {
         },
     );
     assert!(!data
-        .join(format!("node3/meta/fs1-shard{on_node2}.redb.log"))
+        .join(format!("node3/meta/fs1-shard{on_node2}.redb.raftlog"))
         .exists());
     check_writer_files(&mnt, moved_written);
     for d in 0..6 {

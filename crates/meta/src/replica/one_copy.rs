@@ -24,7 +24,9 @@ use openraft::ServerState;
 use redb::Durability;
 use weft_raft::RaftTransport;
 
-use super::{failed, machine, replica_log_path, ReplicaTiming, ShardGroup};
+use super::{
+    failed, has_replica_log, legacy_log_path, machine, replica_log_path, ReplicaTiming, ShardGroup,
+};
 use crate::error::MetaError;
 use crate::schema::key::{GROWN, SEEDED};
 use crate::schema::{LOCKS, META};
@@ -33,7 +35,10 @@ use crate::server::MetaServer;
 /// The files a replicated shard keeps beside its database: its log, its
 /// snapshot and a snapshot being written or received.
 fn group_files(server: &MetaServer) -> Vec<std::path::PathBuf> {
-    let mut out = vec![replica_log_path(server.path())];
+    let log = replica_log_path(server.path());
+    let mut tmp = log.clone().into_os_string();
+    tmp.push(".tmp");
+    let mut out = vec![log, tmp.into(), legacy_log_path(server.path())];
     for suffix in [".snap", ".snap.tmp", ".snap.recv"] {
         let mut p = server.path().to_owned().into_os_string();
         p.push(suffix);
@@ -54,7 +59,7 @@ pub async fn settle_one_copy(
     timing: ReplicaTiming,
     wait: Duration,
 ) -> Result<(), MetaError> {
-    if !replica_log_path(server.path()).exists() {
+    if !has_replica_log(server.path()) {
         return Ok(());
     }
     let group = ShardGroup::start(server, me, transport, timing, false).await?;

@@ -229,8 +229,9 @@ fn remove_shard_files(dir: &DataDir, fs: &str, shard: u16) {
     let mut snap = db.clone().into_os_string();
     snap.push(".snap");
     let log = weft_meta::replica_log_path(&db);
+    let old_log = weft_meta::legacy_log_path(&db);
     let journal = weft_meta::journal_path(&db);
-    for path in [db, PathBuf::from(snap), log, journal] {
+    for path in [db, PathBuf::from(snap), log, old_log, journal] {
         match std::fs::remove_file(&path) {
             Ok(()) => info!(path = %path.display(), "removed a stale shard copy"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
