@@ -39,7 +39,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use records::{frame, Kind, HEADER_LEN, RECORD_HEAD};
 pub use records::{FormatError, FILE_LOG_VERSION};
 
-use crate::log::{COMMITTED, PURGED, VOTE};
+use crate::log::{flush_batches, report, COMMITTED, PURGED, VOTE};
 use crate::recent::Recent;
 use crate::{decode, encode, read_err, write_err, Group, LogId, StorageError, Vote, LOG, META};
 
@@ -420,21 +420,10 @@ fn flusher<C: Group>(
     shared: std::sync::Weak<Shared>,
     rx: std::sync::mpsc::Receiver<LogFlushed<C>>,
 ) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter());
-        let done = match shared.upgrade() {
-            Some(s) => FileLog::<C>::sync(&s),
-            None => Err(write_err(std::io::Error::other("the log is closed"))),
-        };
-        let failed = done.as_ref().err().map(|e| e.to_string());
-        for cb in batch {
-            cb.log_io_completed(match &failed {
-                None => Ok(()),
-                Some(why) => Err(std::io::Error::other(why.clone())),
-            });
-        }
-    }
+    flush_batches(rx, || match shared.upgrade() {
+        Some(s) => FileLog::<C>::sync(&s),
+        None => Err(write_err(std::io::Error::other("the log is closed"))),
+    });
 }
 
 impl<C: Group> RaftLogReader<C> for FileLog<C> {
@@ -517,11 +506,7 @@ impl<C: Group> RaftLogStorage<C> for FileLog<C> {
         if let Err(unsent) = self.flush.send(callback) {
             // No flusher: sync here.
             let done = Self::sync(&self.shared);
-            let failed = done.as_ref().err().map(|e| e.to_string());
-            unsent.0.log_io_completed(match &failed {
-                None => Ok(()),
-                Some(why) => Err(std::io::Error::other(why.clone())),
-            });
+            report([unsent.0], &done);
             done?;
         }
         Ok(())

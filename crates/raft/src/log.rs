@@ -190,18 +190,37 @@ fn flusher<C: Group>(
     rx: std::sync::mpsc::Receiver<LogFlushed<C>>,
 ) {
     let mut round = 0u64;
+    flush_batches(rx, || {
+        round += 1;
+        make_durable(&db, round, &committed)
+    });
+}
+
+/// Runs a log store's flusher: each batch of appends queued on `rx` (all
+/// that came while the last sync ran) is made durable by one `sync`, then
+/// Raft is told; ends when every store handle is gone.
+pub(crate) fn flush_batches<C: Group>(
+    rx: std::sync::mpsc::Receiver<LogFlushed<C>>,
+    mut sync: impl FnMut() -> Result<(), StorageError>,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
-        round += 1;
-        let done = make_durable(&db, round, &committed);
-        let failed = done.as_ref().err().map(|e| e.to_string());
-        for cb in batch {
-            cb.log_io_completed(match &failed {
-                None => Ok(()),
-                Some(why) => Err(std::io::Error::other(why.clone())),
-            });
-        }
+        report(batch, &sync());
+    }
+}
+
+/// Tells Raft how the sync that covered `appends` went.
+pub(crate) fn report<C: Group>(
+    appends: impl IntoIterator<Item = LogFlushed<C>>,
+    done: &Result<(), StorageError>,
+) {
+    let failed = done.as_ref().err().map(|e| e.to_string());
+    for cb in appends {
+        cb.log_io_completed(match &failed {
+            None => Ok(()),
+            Some(why) => Err(std::io::Error::other(why.clone())),
+        });
     }
 }
 
@@ -350,14 +369,8 @@ impl<C: Group> RaftLogStorage<C> for LogStore<C> {
         if let Err(unsent) = self.flush.send(callback) {
             // No flusher (its thread could not start): fsync here.
             let done = make_durable(&self.db, 0, &self.committed);
-            let failed = done.as_ref().err().map(|e| e.to_string());
-            unsent.0.log_io_completed(match &failed {
-                None => Ok(()),
-                Some(why) => Err(std::io::Error::other(why.clone())),
-            });
-            if let Some(why) = failed {
-                return Err(write_err(std::io::Error::other(why)));
-            }
+            report([unsent.0], &done);
+            done?;
         }
         Ok(())
     }
@@ -380,14 +393,7 @@ mod tests {
 
     use super::*;
 
-    use crate::recent::tests::{entry_of as entry, T};
-
-    fn ids(entries: &[openraft::Entry<T>]) -> Vec<(u64, u64)> {
-        entries
-            .iter()
-            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
-            .collect()
-    }
+    use crate::recent::tests::{entry_of as entry, ids, T};
 
     /// What a store reads for `range`, from memory and from the database
     /// alone (a store opened afresh on the same file keeps nothing yet).

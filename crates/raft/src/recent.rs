@@ -115,6 +115,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// (term, index) of each entry.
+    pub(crate) fn ids(entries: &[openraft::Entry<T>]) -> Vec<(u64, u64)> {
+        entries
+            .iter()
+            .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+            .collect()
+    }
+
     fn entry(index: u64) -> openraft::Entry<T> {
         entry_of(1, index)
     }

@@ -2,14 +2,7 @@
 
 use super::*;
 
-use crate::recent::tests::{entry_of as entry, T};
-
-fn ids(entries: &[openraft::Entry<T>]) -> Vec<(u64, u64)> {
-    entries
-        .iter()
-        .map(|e| (e.log_id.leader_id.term, e.log_id.index))
-        .collect()
-}
+use crate::recent::tests::{entry_of as entry, ids, T};
 
 /// What a log reads for `range`, from memory and from the file alone (the
 /// log opened afresh from its file).
