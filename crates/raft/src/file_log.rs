@@ -171,14 +171,17 @@ impl State {
 
     fn drop_from(&mut self, index: u64) {
         for (_, loc) in self.entries.split_off(&index) {
-            self.live -= u64::from(loc.len) + RECORD_HEAD;
+            self.live = self.live.saturating_sub(u64::from(loc.len) + RECORD_HEAD);
         }
     }
 
     fn drop_upto(&mut self, index: u64) {
-        let kept = self.entries.split_off(&(index + 1));
+        let kept = match index.checked_add(1) {
+            Some(next) => self.entries.split_off(&next),
+            None => BTreeMap::new(),
+        };
         for loc in std::mem::replace(&mut self.entries, kept).into_values() {
-            self.live -= u64::from(loc.len) + RECORD_HEAD;
+            self.live = self.live.saturating_sub(u64::from(loc.len) + RECORD_HEAD);
         }
     }
 
