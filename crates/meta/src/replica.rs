@@ -254,8 +254,14 @@ impl ShardGroup {
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
         adopt_older_log(server, &db)?;
-        let logs = weft_raft::FileLog::<ShardRaft>::open(&replica_log_path(server.path()))
-            .map_err(failed)?;
+        // The open waits for a replica of this shard started before in this
+        // process to let go of the log.
+        let path = replica_log_path(server.path());
+        let logs = tokio::task::spawn_blocking(move || {
+            weft_raft::FileLog::<ShardRaft>::open(&path).map_err(failed)
+        })
+        .await
+        .map_err(failed)??;
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,

@@ -19,6 +19,11 @@
 //!
 //! In memory: where each entry's record is (for reads the last entries kept
 //! by [`Recent`] cannot answer), the vote and the purge point.
+//!
+//! One holder at a time: an open takes an exclusive lock on the file (and a
+//! rewrite takes it on the new file before it renames it in), so a replica
+//! started again in the same process waits until every handle of the one
+//! before has let go; two writers never interleave records.
 
 mod records;
 #[cfg(test)]
@@ -31,6 +36,7 @@ use std::ops::RangeBounds;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
@@ -46,6 +52,9 @@ use crate::{decode, encode, read_err, write_err, Group, LogId, StorageError, Vot
 /// A purge rewrites the file once it is this large and at least half of it
 /// is gone.
 const COMPACT_FROM: u64 = 4 << 20;
+
+/// How long an open waits for another holder of the log to let it go.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// One entry's record in the file.
 #[derive(Debug, Clone, Copy)]
@@ -137,12 +146,70 @@ fn write_new(path: &Path, records: &[u8]) -> Result<(File, u64), StorageError> {
         .truncate(true)
         .open(&tmp)
         .map_err(|e| io_err(&tmp, "cannot create", e))?;
+    lock(&tmp, &file, Instant::now())?;
     file.write_all_at(&bytes, 0)
         .and_then(|()| file.sync_data())
         .map_err(|e| io_err(&tmp, "cannot write", e))?;
     std::fs::rename(&tmp, path).map_err(|e| io_err(path, "cannot rename a new log to", e))?;
     sync_dir(path)?;
     Ok((file, bytes.len() as u64))
+}
+
+/// Takes the exclusive lock on `file` (at `path`), waiting until
+/// `deadline` for another holder to let go.
+fn lock(path: &Path, file: &File, deadline: Instant) -> Result<(), StorageError> {
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(write_err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!(
+                        "the Raft log {} is held by another process or another replica of this shard; stop that one first",
+                        path.display()
+                    ),
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(path, "cannot lock", e)),
+        }
+    }
+}
+
+/// Whether `file` is still the one at `path` (a holder's rewrite renames a
+/// new one over it).
+fn still_at(path: &Path, file: &File) -> Result<bool, StorageError> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file
+        .metadata()
+        .map_err(|e| io_err(path, "cannot stat", e))?;
+    match std::fs::metadata(path) {
+        Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_err(path, "cannot stat", e)),
+    }
+}
+
+/// Opens the log file at `path` (made with only a header if there is none)
+/// and takes its lock, waiting up to `wait` for another holder.
+fn open_locked(path: &Path, wait: Duration) -> Result<File, StorageError> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let file = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                write_new(path, &[])?;
+                continue;
+            }
+            Err(e) => return Err(io_err(path, "cannot open", e)),
+        };
+        lock(path, &file, deadline)?;
+        if still_at(path, &file)? {
+            return Ok(file);
+        }
+    }
 }
 
 impl State {
@@ -299,21 +366,21 @@ fn entry_log_id(body: &[u8]) -> Result<LogId, StorageError> {
 impl<C: Group> FileLog<C> {
     /// Opens the log at `path`, or creates an empty one. A file there that
     /// is not a log of this format is refused and left as it is.
+    ///
+    /// Waits (blocking) up to 10 s for another holder of the log to let it
+    /// go, then fails saying so.
     pub fn open(path: &Path) -> Result<Self, StorageError> {
+        Self::open_waiting(path, LOCK_WAIT)
+    }
+
+    fn open_waiting(path: &Path, wait: Duration) -> Result<Self, StorageError> {
+        let file = open_locked(path, wait)?;
+        // A rewrite the last holder left half done.
         let _ = std::fs::remove_file(tmp_path(path));
-        let state = match OpenOptions::new().read(true).write(true).open(path) {
-            Ok(file) => {
-                let mut bytes = Vec::new();
-                std::io::Read::read_to_end(&mut &file, &mut bytes)
-                    .map_err(|e| io_err(path, "cannot read", e))?;
-                replay(path, file, &bytes)?
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let (file, _) = write_new(path, &[])?;
-                replay(path, file, &records::header())?
-            }
-            Err(e) => return Err(io_err(path, "cannot open", e)),
-        };
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes)
+            .map_err(|e| io_err(path, "cannot read", e))?;
+        let state = replay(path, file, &bytes)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
         });

@@ -4,15 +4,31 @@ use super::*;
 
 use crate::recent::tests::{entry_of as entry, ids, T};
 
+/// The log as its file holds it now, read without taking the lock (its
+/// writer stays open).
+fn read_back(path: &Path) -> FileLog<T> {
+    let file = File::open(path).unwrap();
+    let bytes = std::fs::read(path).unwrap();
+    let state = replay(path, file, &bytes).unwrap();
+    let (flush, _) = std::sync::mpsc::channel();
+    FileLog {
+        shared: Arc::new(Shared {
+            state: Mutex::new(state),
+        }),
+        flush,
+        recent: Recent::default(),
+    }
+}
+
 /// What a log reads for `range`, from memory and from the file alone (the
-/// log opened afresh from its file).
+/// log read afresh from its file).
 async fn both(
     log: &mut FileLog<T>,
     path: &Path,
     range: std::ops::Range<u64>,
 ) -> [Vec<(u64, u64)>; 2] {
     FileLog::<T>::sync(&log.shared).unwrap();
-    let mut fresh = FileLog::<T>::open(path).unwrap();
+    let mut fresh = read_back(path);
     [
         ids(&log.try_get_log_entries(range.clone()).await.unwrap()),
         ids(&fresh.try_get_log_entries(range).await.unwrap()),
@@ -68,10 +84,12 @@ async fn reads_from_memory_match_the_file_across_truncations_and_purges() {
         Some(&(1, 21)),
         "nothing purged is read"
     );
+    drop(log);
     let mut fresh = FileLog::<T>::open(&path).unwrap();
     assert_eq!(state(&mut fresh).await, (Some(20), Some(34)));
     // Everything purged: the last log id is the purge point.
     fresh.purge(entry(3, 34).log_id).await.unwrap();
+    drop(fresh);
     let mut fresh = FileLog::<T>::open(&path).unwrap();
     assert_eq!(state(&mut fresh).await, (Some(34), Some(34)));
 }
@@ -88,11 +106,11 @@ async fn vote_and_commit_point_come_back_after_a_restart() {
     log.save_committed(Some(at)).await.unwrap();
     assert_eq!(log.read_committed().await.unwrap(), Some(at));
     // The vote is durable at once; the commit point with the next sync.
-    let mut reopened = FileLog::<T>::open(&path).unwrap();
+    let mut reopened = read_back(&path);
     assert_eq!(reopened.read_vote().await.unwrap(), Some(vote));
     assert_eq!(reopened.read_committed().await.unwrap(), None);
-    drop(reopened);
     FileLog::<T>::sync(&log.shared).unwrap();
+    drop(log);
     let mut reopened = FileLog::<T>::open(&path).unwrap();
     assert_eq!(reopened.read_committed().await.unwrap(), Some(at));
     assert_eq!(reopened.read_vote().await.unwrap(), Some(vote));
@@ -124,7 +142,7 @@ async fn a_tail_torn_by_a_crash_is_dropped_and_the_log_goes_on() {
         // The next append follows the last whole record.
         log.write_entries(&[entry(2, 5)]).unwrap();
         FileLog::<T>::sync(&log.shared).unwrap();
-        let mut again = FileLog::<T>::open(&path).unwrap();
+        let mut again = read_back(&path);
         assert_eq!(
             ids(&again.try_get_log_entries(0..10).await.unwrap()),
             vec![(1, 1), (1, 2), (1, 3), (1, 4), (2, 5)]
@@ -134,6 +152,75 @@ async fn a_tail_torn_by_a_crash_is_dropped_and_the_log_goes_on() {
     std::fs::write(&path, &whole[..5]).unwrap();
     let mut log = FileLog::<T>::open(&path).unwrap();
     assert_eq!(state(&mut log).await, (None, None));
+}
+
+/// A member started again in the same process (or a second process) waits
+/// for the one before to let go of the log, then reads everything it
+/// wrote; one that does not let go is named in the error, and its log is
+/// left as it was.
+#[tokio::test]
+async fn a_second_holder_waits_for_the_first_and_never_writes_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shard.raftlog");
+    let log = FileLog::<T>::open(&path).unwrap();
+    log.write_entries(&(1..=3).map(|i| entry(1, i)).collect::<Vec<_>>())
+        .unwrap();
+    let e = FileLog::<T>::open_waiting(&path, Duration::from_millis(50))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("held by another process"), "{e}");
+    assert!(e.contains("shard.raftlog"), "{e}");
+    // The first holder goes on, and lets go a little later.
+    let reader = log.clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        log.write_entries(&[entry(1, 4)]).unwrap();
+        FileLog::<T>::sync(&log.shared).unwrap();
+        drop(log);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(reader);
+    });
+    let mut next = FileLog::<T>::open_waiting(&path, Duration::from_secs(20)).unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        ids(&next.try_get_log_entries(0..10).await.unwrap()),
+        vec![(1, 1), (1, 2), (1, 3), (1, 4)]
+    );
+    next.write_entries(&[entry(2, 5)]).unwrap();
+    FileLog::<T>::sync(&next.shared).unwrap();
+    assert_eq!(
+        ids(&read_back(&path).try_get_log_entries(0..10).await.unwrap()),
+        vec![(1, 1), (1, 2), (1, 3), (1, 4), (2, 5)]
+    );
+}
+
+/// A holder's rewrite puts a new file at the path; an open waiting on the
+/// old one takes the new one instead.
+#[tokio::test]
+async fn a_waiting_open_follows_a_rewrite_to_the_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shard.raftlog");
+    let mut log = FileLog::<T>::open(&path).unwrap();
+    let big = |i: u64| {
+        let mut e = entry(1, i);
+        e.payload = openraft::EntryPayload::Normal(vec![7u8; 1000]);
+        e
+    };
+    let n = COMPACT_FROM / 1000 + 100;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
+        log.write_entries(&chunk.iter().map(|i| big(*i)).collect::<Vec<_>>())
+            .unwrap();
+    }
+    let p = path.clone();
+    let waiting =
+        std::thread::spawn(move || FileLog::<T>::open_waiting(&p, Duration::from_secs(20)));
+    std::thread::sleep(Duration::from_millis(100));
+    log.purge(big(n - 10).log_id).await.unwrap();
+    drop(log);
+    let mut next = waiting.join().unwrap().unwrap();
+    assert!(still_at(&path, &next.shared.lock().file).unwrap());
+    assert_eq!(state(&mut next).await, (Some(n - 10), Some(n)));
 }
 
 #[test]
@@ -184,10 +271,9 @@ async fn a_purge_rewrites_a_file_that_is_mostly_gone() {
     assert_eq!(mem, (n - 9..=n).map(|i| (1, i)).collect::<Vec<_>>());
     assert_eq!(mem, disk);
     log.write_entries(&[big(n + 1)]).unwrap();
-    let mut reopened = FileLog::<T>::open(&path).unwrap();
     FileLog::<T>::sync(&log.shared).unwrap();
-    drop(reopened);
-    reopened = FileLog::<T>::open(&path).unwrap();
+    drop(log);
+    let mut reopened = FileLog::<T>::open(&path).unwrap();
     assert_eq!(state(&mut reopened).await, (Some(n - 10), Some(n + 1)));
     assert_eq!(reopened.read_vote().await.unwrap(), Some(vote));
 }

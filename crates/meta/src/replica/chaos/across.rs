@@ -127,6 +127,14 @@ async fn run(seed: u64, witness: bool) {
     );
     fs.settled(&what).await;
 
+    // Link counts, parents, orphans: what `weft fsck` checks; reported
+    // with a listing that differs too, to tell a lost name from a lost file.
+    let mut shards = Vec::new();
+    for g in &fs.groups {
+        let leader = g.wait_leader().await;
+        shards.push(crate::fsck::tests::records_of(&leader.srv));
+    }
+    let report = crate::fsck::check(&shards);
     for (d, dir) in dirs.iter().enumerate() {
         let leader = fs.groups[usize::from(ino_shard(*dir))].wait_leader().await;
         let got = tokio::task::block_in_place(|| listing(&leader, *dir));
@@ -137,17 +145,13 @@ async fn run(seed: u64, witness: bool) {
             .map(|f| (f.name.clone(), f.ino))
             .collect();
         assert_eq!(
-            got, want,
-            "{what}: directory {d} holds other names than the returned operations left"
+            got,
+            want,
+            "{what}: directory {d} holds other names than the returned operations left; fsck: {:?}; transactions:{}",
+            report.problems,
+            txn_records(&fs)
         );
     }
-    // Link counts, parents, orphans: what `weft fsck` checks.
-    let mut shards = Vec::new();
-    for g in &fs.groups {
-        let leader = g.wait_leader().await;
-        shards.push(crate::fsck::tests::records_of(&leader.srv));
-    }
-    let report = crate::fsck::check(&shards);
     assert!(
         report.problems.is_empty(),
         "{what}: fsck: {:?}",
