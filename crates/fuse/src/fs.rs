@@ -196,8 +196,8 @@ impl Filesystem for WeftFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
-        // The name goes on this thread; the file's chunks are freed in the
-        // background, in batches (statfs waits for them).
+        // The name goes on this thread; the file (its chunks, its inode) is
+        // freed in the background, in batches (statfs waits for them).
         self.run_here(op_span("unlink", req, parent.0), move |st| async move {
             let res = st.client.unlink_name(parent.0, &name).await;
             if let Ok(Some(orphan)) = &res {

@@ -56,8 +56,9 @@ impl Client {
 
     /// The first half of [`Client::unlink`]: the name goes; a file whose
     /// last name it was and that no one here has open comes back, to be
-    /// freed with [`Client::free_orphan`] (inodes with data in the inode
-    /// are freed here already: that is one metadata request).
+    /// freed with [`Client::free_orphan`] or, in a batch with others,
+    /// [`Client::free_orphan_later`] (a file with its data in the inode too:
+    /// freeing it is one more metadata transaction, which a batch shares).
     pub async fn unlink_name(
         &self,
         parent: Ino,
@@ -72,10 +73,7 @@ impl Client {
             (Response::Unlinked { orphan }, _) => orphan,
             (other, _) => return Err(unexpected(&*self.meta_peer(parent)?, "unlink", &other)),
         };
-        match self.to_reclaim(orphan).await {
-            Some(o) if o.inline => self.reclaim(&o).await.map(|()| None),
-            other => Ok(other),
-        }
+        Ok(self.to_reclaim(orphan).await)
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), ClientError> {
