@@ -60,6 +60,7 @@ mod chaos;
 mod inflight;
 mod lease;
 mod locks;
+mod log_file;
 // openraft's storage traits return its `StorageError` (large); the helpers
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
@@ -70,6 +71,7 @@ mod snapshot;
 mod tests;
 mod witness;
 
+pub use log_file::{has_replica_log, legacy_log_path, replica_log_path};
 pub use one_copy::settle_one_copy;
 
 use std::collections::BTreeMap;
@@ -138,62 +140,6 @@ impl Default for ReplicaTiming {
     }
 }
 
-/// Where a replica keeps its Raft log and vote: beside the shard's
-/// database, in a file log of its own (`<shard>.redb.raftlog`,
-/// [`weft_raft::FileLog`]), so that appends do not wait for the shard's own
-/// write transactions.
-pub fn replica_log_path(shard: &std::path::Path) -> PathBuf {
-    beside(shard, ".raftlog")
-}
-
-/// Where releases before the file log kept a replica's log: a redb
-/// database beside the shard's (`<shard>.redb.log`). Moved to
-/// [`replica_log_path`] when the replica starts.
-pub fn legacy_log_path(shard: &std::path::Path) -> PathBuf {
-    beside(shard, ".log")
-}
-
-/// Whether a Raft log of the shard at `shard` lies beside it, in this
-/// release's format or an older one.
-pub fn has_replica_log(shard: &std::path::Path) -> bool {
-    replica_log_path(shard).exists() || legacy_log_path(shard).exists()
-}
-
-fn beside(shard: &std::path::Path, suffix: &str) -> PathBuf {
-    let mut p = shard.to_owned().into_os_string();
-    p.push(suffix);
-    PathBuf::from(p)
-}
-
-/// Brings the log of an older release to the file log at `path`, once: from
-/// the redb log beside the shard, or (older still) from inside the shard's
-/// database `db`; then removes the old one.
-fn adopt_older_log(server: &MetaServer, db: &redb::Database) -> Result<(), MetaError> {
-    let path = replica_log_path(server.path());
-    if path.exists() {
-        return Ok(());
-    }
-    let legacy = legacy_log_path(server.path());
-    let logdb = redb::Database::create(&legacy).map_err(failed)?;
-    let from_shard = weft_raft::adopt_log(db, &logdb).map_err(failed)?;
-    if weft_raft::FileLog::<ShardRaft>::adopt_redb(&path, &logdb).map_err(failed)? {
-        tracing::info!(
-            shard = server.spec().shard,
-            from = %if from_shard { server.path() } else { legacy.as_path() }.display(),
-            to = %path.display(),
-            "moved the shard's Raft log to a file log"
-        );
-    }
-    drop(logdb);
-    std::fs::remove_file(&legacy).map_err(|e| MetaError::Replication {
-        reason: format!(
-            "cannot remove the old Raft log {} (its entries are in {} now): {e}",
-            legacy.display(),
-            path.display()
-        ),
-    })
-}
-
 /// Who leads a shard as one replica sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardLeadership {
@@ -253,15 +199,7 @@ impl ShardGroup {
         let mut snap = server.path().to_owned().into_os_string();
         snap.push(".snap");
         let machine = machine::ShardMachine::new(db.clone(), PathBuf::from(snap), witness);
-        adopt_older_log(server, &db)?;
-        // The open waits for a replica of this shard started before in this
-        // process to let go of the log.
-        let path = replica_log_path(server.path());
-        let logs = tokio::task::spawn_blocking(move || {
-            weft_raft::FileLog::<ShardRaft>::open(&path).map_err(failed)
-        })
-        .await
-        .map_err(failed)??;
+        let logs = log_file::open(server).await?;
         let config = openraft::Config {
             cluster_name: format!("weft-shard-{}-{}", server.spec().fs, server.spec().shard),
             heartbeat_interval: timing.heartbeat_ms,

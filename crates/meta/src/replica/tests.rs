@@ -13,6 +13,7 @@ use weft_proto::types::{RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 use weft_raft::mem::{MemNet, Serve};
 
+use super::log_file::adopt_older_log;
 use super::*;
 use crate::testutil::Fx;
 
