@@ -800,3 +800,41 @@ fn a_new_file_past_the_inline_limit_keeps_small_writes_and_stats_between_writes(
     drop(h);
     assert_eq!(std::fs::read(&g).unwrap(), want);
 }
+
+/// A stat that meets a file's last close (the kernel does not wait for a
+/// close) while the close commits the space a truncation freed sees the
+/// space the file holds, never the space from before the truncation.
+#[test]
+fn a_stat_during_a_close_never_sees_the_space_from_before_a_truncation() {
+    const BLOCK: u64 = 64 << 10;
+    let m = FX.get();
+    let d = m.dir("stat-during-close");
+    let (rt, c) = other_client(&m.data, "files-stat-close");
+    let mut stats = 0;
+    for round in 0..30u64 {
+        let f = d.join(format!("f{round}"));
+        std::fs::write(&f, pattern(round, 4 * BLOCK as usize)).unwrap();
+        let ino = ino_of(&f);
+        rt.block_on(async {
+            c.open(ino, false).await.unwrap();
+            let cut = weft_proto::types::SetAttr {
+                size: Some(BLOCK),
+                ..Default::default()
+            };
+            c.setattr(ino, cut).await.unwrap();
+            assert_eq!(c.getattr(ino).await.unwrap().allocated, BLOCK);
+            let closing = {
+                let c = c.clone();
+                tokio::spawn(async move { c.release(ino).await })
+            };
+            while !closing.is_finished() {
+                let a = c.getattr(ino).await.unwrap();
+                assert_eq!(a.allocated, BLOCK, "round {round}: a stat during the close");
+                stats += 1;
+            }
+            closing.await.unwrap().unwrap();
+            assert_eq!(c.getattr(ino).await.unwrap().allocated, BLOCK);
+        });
+    }
+    assert!(stats > 0, "no stat met a close");
+}

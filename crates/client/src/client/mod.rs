@@ -106,6 +106,11 @@ impl FileState {
 struct OpenFile {
     /// Shared by writes and reads; exclusive for inline conversion and truncate.
     lock: RwLock<()>,
+    /// Held by a commit from taking the pending size, mtime and allocation
+    /// until the shard's answer is applied, and by a `getattr` from its
+    /// request until its overlay: a stat never sees the shard's attributes
+    /// from before a commit without the pending changes the commit took.
+    committing: tokio::sync::Mutex<()>,
     state: Mutex<FileState>,
     wb: WriteBehind,
     ra: Mutex<ReadAhead>,

@@ -23,10 +23,22 @@ impl Client {
             parent,
             name: name.to_vec(),
         };
-        Ok(self.overlay(self.meta_attr(parent, req, Bytes::new(), "lookup").await?))
+        let a = self.meta_attr(parent, req, Bytes::new(), "lookup").await?;
+        if self.open_file(a.ino).is_some() {
+            // Open here: its attributes as a stat sees them, not across a
+            // commit of its pending changes (see `getattr`).
+            return self.getattr(a.ino).await;
+        }
+        Ok(self.overlay(a))
     }
 
     pub async fn getattr(&self, ino: Ino) -> Result<Attr, ClientError> {
+        // A file open here: not across a commit of its pending changes.
+        let file = self.open_file(ino);
+        let _committing = match &file {
+            Some(f) => Some(f.committing.lock().await),
+            None => None,
+        };
         let a = self
             .meta_attr(ino, MetaRequest::GetAttr { ino }, Bytes::new(), "getattr")
             .await?;

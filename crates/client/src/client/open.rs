@@ -133,6 +133,7 @@ impl Client {
                         ino,
                         Arc::new(OpenFile {
                             lock: RwLock::new(()),
+                            committing: tokio::sync::Mutex::new(()),
                             state: Mutex::new(FileState {
                                 opens: 1,
                                 attr: attr.clone(),
@@ -257,6 +258,7 @@ impl Client {
             return Ok(());
         };
         self.drain(&file).await?;
+        let _committing = file.committing.lock().await;
         let (pending, allocated, synced) = file.with(|s| {
             let alloc = std::mem::take(&mut s.pending_alloc);
             let synced = synced == Some(s.writes);
