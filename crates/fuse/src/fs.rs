@@ -366,7 +366,7 @@ impl Filesystem for WeftFs {
             // A spawned task costs two hand-offs and, on a busy machine, a
             // wait for a worker behind the background block writes
             // (docs/performance-io500-hard.md).
-            self.run_here(op, serve);
+            self.run_here_to_end(op, serve);
         }
     }
 

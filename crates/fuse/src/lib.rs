@@ -14,11 +14,14 @@
 //!   client and replies (fuser replies are `Send + 'static`). So a slow
 //!   request never holds up the others, and many are in flight at once.
 //!   The short, frequent ones (`lookup`, `getattr`, `create`, `unlink`,
-//!   `flush`, `release`) and buffered writes (a copy into the write-behind
-//!   buffers; full blocks go out in background tasks) run on the reading
-//!   thread instead, sparing two thread hand-offs each; a buffered write
-//!   that must wait for write-behind budget holds its reading thread, as a
-//!   writer waits for a full pagepool. Direct reads and writes run to their
+//!   `open`, `flush`, `release`) start on the reading thread instead,
+//!   sparing two thread hand-offs each; one not answered within 250 µs (a
+//!   replicated shard's commit, a shard on another node) goes on as a task
+//!   on the runtime, so the reading thread is free for the next request
+//!   (`hold.rs`). Buffered writes (a copy into the write-behind buffers;
+//!   full blocks go out in background tasks) run to their end on the
+//!   reading thread: one that must wait for write-behind budget holds it,
+//!   as a writer waits for a full pagepool. Direct reads and writes run to their
 //!   end on a thread of the runtime's blocking pool (a local NSD serves them
 //!   on it).
 //! - **Errors** become errno values in exactly one place (`errno.rs`).
@@ -67,6 +70,7 @@ mod dir;
 mod errno;
 mod error;
 mod fs;
+mod hold;
 mod kernel;
 mod listing;
 mod locks;

@@ -22,11 +22,29 @@ use crate::fs::WeftFs;
 use crate::shared::Shared;
 
 impl WeftFs {
-    /// Runs one request to its end on this FUSE thread, inside its span:
-    /// for requests that only touch metadata, which a local meta role answers
-    /// at memory speed, and for buffered writes, which copy into the
-    /// write-behind buffers, this saves two thread hand-offs per request.
+    /// Runs one request that only touches metadata on this FUSE thread,
+    /// inside its span, for up to [`crate::hold::HOLD`]: a local meta role
+    /// answers most at memory speed, sparing two thread hand-offs; one that
+    /// waits longer (a replicated or remote shard) goes on as a task on the
+    /// runtime, so this thread reads the next request meanwhile.
     pub(crate) fn run_here<F, Fut>(&self, op: Op, f: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fut = counted(&self.shared, &op, f(self.shared.clone()));
+        let fut: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match op.caller {
+            Some(c) => Box::pin(weft_client::as_caller(c, fut).instrument(op.span)),
+            None => Box::pin(fut.instrument(op.span)),
+        };
+        crate::hold::run_held(&self.rt, fut, crate::hold::HOLD);
+    }
+
+    /// Runs a buffered write to its end on this FUSE thread, inside its
+    /// span: it copies into the write-behind buffers, and one that must
+    /// wait for write-behind budget holds its reading thread, as a writer
+    /// waits for a full pagepool.
+    pub(crate) fn run_here_to_end<F, Fut>(&self, op: Op, f: F)
     where
         F: FnOnce(Arc<Shared>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
