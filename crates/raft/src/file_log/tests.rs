@@ -20,6 +20,24 @@ fn read_back(path: &Path) -> FileLog<T> {
     }
 }
 
+/// An entry of about 1 KiB.
+fn big(i: u64) -> openraft::Entry<T> {
+    let mut e = entry(1, i);
+    e.payload = openraft::EntryPayload::Normal(vec![7u8; 1000]);
+    e
+}
+
+/// Appends entries of about 1 KiB until the file passes the rewrite
+/// threshold; returns the last index.
+fn fill_past_rewrite(log: &FileLog<T>) -> u64 {
+    let n = COMPACT_FROM / 1000 + 100;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
+        log.write_entries(&chunk.iter().map(|i| big(*i)).collect::<Vec<_>>())
+            .unwrap();
+    }
+    n
+}
+
 /// What a log reads for `range`, from memory and from the file alone (the
 /// log read afresh from its file).
 async fn both(
@@ -202,16 +220,7 @@ async fn a_waiting_open_follows_a_rewrite_to_the_new_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shard.raftlog");
     let mut log = FileLog::<T>::open(&path).unwrap();
-    let big = |i: u64| {
-        let mut e = entry(1, i);
-        e.payload = openraft::EntryPayload::Normal(vec![7u8; 1000]);
-        e
-    };
-    let n = COMPACT_FROM / 1000 + 100;
-    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
-        log.write_entries(&chunk.iter().map(|i| big(*i)).collect::<Vec<_>>())
-            .unwrap();
-    }
+    let n = fill_past_rewrite(&log);
     let p = path.clone();
     let waiting =
         std::thread::spawn(move || FileLog::<T>::open_waiting(&p, Duration::from_secs(20)));
@@ -250,17 +259,7 @@ async fn a_purge_rewrites_a_file_that_is_mostly_gone() {
     let mut log = FileLog::<T>::open(&path).unwrap();
     let vote = Vote::new(7, 1);
     log.save_vote(&vote).await.unwrap();
-    // Entries of about 1 KiB until the file passes the rewrite threshold.
-    let big = |i: u64| {
-        let mut e = entry(1, i);
-        e.payload = openraft::EntryPayload::Normal(vec![7u8; 1000]);
-        e
-    };
-    let n = COMPACT_FROM / 1000 + 100;
-    for chunk in (1..=n).collect::<Vec<_>>().chunks(500) {
-        log.write_entries(&chunk.iter().map(|i| big(*i)).collect::<Vec<_>>())
-            .unwrap();
-    }
+    let n = fill_past_rewrite(&log);
     let before = std::fs::metadata(&path).unwrap().len();
     assert!(before > COMPACT_FROM);
     log.purge(big(n - 10).log_id).await.unwrap();
