@@ -15,7 +15,12 @@
 //!
 //! [`Totals`] keeps a few process-wide sums beside the labelled metrics, for
 //! the dashboard's once-a-second samples.
+//!
+//! `families` holds the labelled families and their names, `handles` the
+//! handles of one file system, NSD or meta role and the pagepool's.
 
+mod families;
+mod handles;
 mod op;
 mod process;
 mod totals;
@@ -23,13 +28,11 @@ mod totals;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
+use families::{Families, FsLabels, InfoLabels, NsdLabels, NsdOpLabels, OpFamily, RpcLabels};
+
+pub use handles::{FsMetrics, MetaMetrics, NsdMetrics, PagepoolMetrics};
 pub use op::{OpMetric, OpTimer};
 pub use totals::{Totals, TotalsSnapshot};
 
@@ -45,184 +48,6 @@ pub fn global() -> &'static Metrics {
 /// A component whose state some gauges show, asked at every encode.
 pub trait Probe: Send + Sync {
     fn sample(&self, metrics: &Metrics);
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OpLabels {
-    fs: String,
-    op: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FsLabels {
-    fs: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NsdLabels {
-    nsd: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NsdOpLabels {
-    nsd: String,
-    op: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RpcLabels {
-    role: String,
-    r#type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct InfoLabels {
-    cluster: String,
-    node: String,
-    version: String,
-}
-
-type HistFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-/// Latency buckets: 10 µs to about 42 s, ×4 each.
-fn latency() -> Histogram {
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-        1e-5, 4.0, 12,
-    ))
-}
-
-/// One operation family: calls, failed calls, latency.
-struct OpFamily<L> {
-    count: Family<L, Counter>,
-    errors: Family<L, Counter>,
-    seconds: HistFamily<L>,
-}
-
-impl<L> OpFamily<L>
-where
-    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
-{
-    /// Registers `name` (calls), `{base}_errors` and `{base}_seconds`.
-    fn new(registry: &mut Registry, name: &str, base: &str, what: &str) -> OpFamily<L> {
-        let f = OpFamily {
-            count: Family::default(),
-            errors: Family::default(),
-            seconds: HistFamily::<L>::new_with_constructor(latency),
-        };
-        registry.register(name, format!("{what}: calls"), f.count.clone());
-        registry.register(
-            format!("{base}_errors"),
-            format!("{what}: calls that failed"),
-            f.errors.clone(),
-        );
-        registry.register_with_unit(
-            base,
-            format!("{what}: latency"),
-            Unit::Seconds,
-            f.seconds.clone(),
-        );
-        f
-    }
-
-    fn metric(&self, labels: L) -> OpMetric {
-        OpMetric::new(
-            self.count.get_or_create(&labels).clone(),
-            self.errors.get_or_create(&labels).clone(),
-            self.seconds.get_or_create(&labels).clone(),
-        )
-    }
-}
-
-/// The metrics of one mounted file system, as its FUSE layer counts them.
-pub struct FsMetrics {
-    fs: String,
-    ops: RwLock<HashMap<&'static str, Arc<OpMetric>>>,
-    family: &'static OpFamily<OpLabels>,
-    pub read_bytes: Counter,
-    pub written_bytes: Counter,
-}
-
-impl FsMetrics {
-    /// The handle of operation `op` (a FUSE call name: lookup, read, …).
-    pub fn op(&self, op: &'static str) -> Arc<OpMetric> {
-        if let Some(m) = read(&self.ops).get(op) {
-            return m.clone();
-        }
-        let mut ops = match self.ops.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        ops.entry(op)
-            .or_insert_with(|| {
-                Arc::new(self.family.metric(OpLabels {
-                    fs: self.fs.clone(),
-                    op: op.to_string(),
-                }))
-            })
-            .clone()
-    }
-}
-
-/// The metrics of one NSD, as the NSD role counts them.
-pub struct NsdMetrics {
-    pub reads: Counter,
-    pub writes: Counter,
-    pub read_bytes: Counter,
-    pub written_bytes: Counter,
-    pub read_seconds: Histogram,
-    pub write_seconds: Histogram,
-    pub checksum_errors: Counter,
-    pub capacity_bytes: Gauge,
-    pub free_bytes: Gauge,
-}
-
-/// The metrics of one file system's meta role.
-pub struct MetaMetrics {
-    pub transactions: Counter,
-    pub commit_batches: Counter,
-    pub fsyncs: Counter,
-    pub locks_held: Gauge,
-    /// Cross-shard transactions this process coordinated and committed.
-    pub cross_shard: Counter,
-    /// Revocations of clients' tokens sent (one per client and change).
-    pub revocations: Counter,
-    /// Clients that did not acknowledge a revocation in time.
-    pub revocations_lost: Counter,
-}
-
-/// The client's block cache (pagepool), summed over the clients of the process.
-pub struct PagepoolMetrics {
-    pub hits: Counter,
-    pub misses: Counter,
-    pub prefetched_bytes: Counter,
-    pub written_behind_bytes: Counter,
-    pub dirty_bytes: Gauge,
-    pub used_bytes: Gauge,
-    pub size_bytes: Gauge,
-}
-
-struct Families {
-    fs_ops: OpFamily<OpLabels>,
-    fs_read_bytes: Family<FsLabels, Counter>,
-    fs_written_bytes: Family<FsLabels, Counter>,
-    nsd_reads: Family<NsdLabels, Counter>,
-    nsd_writes: Family<NsdLabels, Counter>,
-    nsd_read_bytes: Family<NsdLabels, Counter>,
-    nsd_written_bytes: Family<NsdLabels, Counter>,
-    nsd_seconds: HistFamily<NsdOpLabels>,
-    nsd_checksum_errors: Family<NsdLabels, Counter>,
-    nsd_capacity: Family<NsdLabels, Gauge>,
-    nsd_free: Family<NsdLabels, Gauge>,
-    meta_transactions: Family<FsLabels, Counter>,
-    meta_batches: Family<FsLabels, Counter>,
-    meta_fsyncs: Family<FsLabels, Counter>,
-    meta_locks: Family<FsLabels, Gauge>,
-    meta_cross_shard: Family<FsLabels, Counter>,
-    meta_revocations: Family<FsLabels, Counter>,
-    meta_revocations_lost: Family<FsLabels, Counter>,
-    rpc_calls: OpFamily<RpcLabels>,
-    rpc_served: OpFamily<RpcLabels>,
-    info: Family<InfoLabels, Gauge>,
 }
 
 /// Every metric of the process.
@@ -255,173 +80,12 @@ fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     }
 }
 
-/// A new metric without labels, registered as `name`.
-fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
-where
-    M: prometheus_client::registry::Metric + Clone + Default,
-{
-    let m = M::default();
-    registry.register(name, help, m.clone());
-    m
-}
-
-fn counter<L>(registry: &mut Registry, name: &str, help: &str) -> Family<L, Counter>
-where
-    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
-{
-    let f = Family::<L, Counter>::default();
-    registry.register(name, help, f.clone());
-    f
-}
-
-fn gauge<L>(registry: &mut Registry, name: &str, help: &str) -> Family<L, Gauge>
-where
-    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
-{
-    let f = Family::<L, Gauge>::default();
-    registry.register(name, help, f.clone());
-    f
-}
-
 impl Metrics {
     fn new() -> Metrics {
         let mut r = Registry::default();
-        let fs_ops = OpFamily::new(
-            &mut r,
-            "weft_fs_ops",
-            "weft_fs_op",
-            "file system API (FUSE) operations",
-        );
-        let fs_read_bytes = counter(&mut r, "weft_fs_read_bytes", "bytes read by applications");
-        let fs_written_bytes = counter(
-            &mut r,
-            "weft_fs_written_bytes",
-            "bytes written by applications",
-        );
-        let nsd_reads = counter(&mut r, "weft_nsd_reads", "chunk reads served by the NSD");
-        let nsd_writes = counter(&mut r, "weft_nsd_writes", "chunk writes applied on the NSD");
-        let nsd_read_bytes = counter(&mut r, "weft_nsd_read_bytes", "bytes read from the NSD");
-        let nsd_written_bytes =
-            counter(&mut r, "weft_nsd_written_bytes", "bytes written to the NSD");
-        let nsd_seconds = HistFamily::<NsdOpLabels>::new_with_constructor(latency);
-        r.register_with_unit(
-            "weft_nsd_op",
-            "NSD read and write latency",
-            Unit::Seconds,
-            nsd_seconds.clone(),
-        );
-        let nsd_checksum_errors = counter(
-            &mut r,
-            "weft_nsd_checksum_errors",
-            "reads that found a checksum mismatch on the NSD",
-        );
-        let nsd_capacity = gauge(&mut r, "weft_nsd_capacity_bytes", "size of the NSD");
-        let nsd_free = gauge(&mut r, "weft_nsd_free_bytes", "free space of the NSD");
-        let meta_transactions = counter(
-            &mut r,
-            "weft_meta_transactions",
-            "metadata transactions committed",
-        );
-        let meta_batches = counter(
-            &mut r,
-            "weft_meta_commit_batches",
-            "group commits (one disk commit for one or more transactions)",
-        );
-        let meta_fsyncs = counter(
-            &mut r,
-            "weft_meta_fsyncs",
-            "durable commits of the metadata store",
-        );
-        let meta_locks = gauge(
-            &mut r,
-            "weft_meta_locks_held",
-            "byte-range and whole-file locks held",
-        );
-        let meta_cross_shard = counter(
-            &mut r,
-            "weft_meta_cross_shard_transactions",
-            "cross-shard metadata transactions coordinated and committed (two-phase)",
-        );
-        let meta_revocations = counter(
-            &mut r,
-            "weft_meta_token_revocations",
-            "revocations of clients' cached metadata sent before a change was answered",
-        );
-        let meta_revocations_lost = counter(
-            &mut r,
-            "weft_meta_token_revocations_lost",
-            "clients that did not acknowledge a revocation in time and lost their tokens",
-        );
-        let rpc_calls = OpFamily::new(
-            &mut r,
-            "weft_rpc_calls",
-            "weft_rpc_call",
-            "RPCs this process made",
-        );
-        let rpc_served = OpFamily::new(
-            &mut r,
-            "weft_rpc_served",
-            "weft_rpc_served",
-            "RPCs this process served",
-        );
-        let info = gauge(
-            &mut r,
-            "weft_node_info",
-            "the node: cluster, name and version",
-        );
-        let pagepool = PagepoolMetrics {
-            hits: registered(
-                &mut r,
-                "weft_pagepool_hits",
-                "block reads served from the pagepool",
-            ),
-            misses: registered(
-                &mut r,
-                "weft_pagepool_misses",
-                "block reads that went to the NSDs",
-            ),
-            prefetched_bytes: registered(
-                &mut r,
-                "weft_pagepool_prefetched_bytes",
-                "bytes read ahead into the pagepool",
-            ),
-            written_behind_bytes: registered(
-                &mut r,
-                "weft_pagepool_written_behind_bytes",
-                "bytes written to the NSDs behind the application",
-            ),
-            dirty_bytes: registered(
-                &mut r,
-                "weft_pagepool_dirty_bytes",
-                "bytes written by applications and not yet on the NSDs",
-            ),
-            used_bytes: registered(&mut r, "weft_pagepool_used_bytes", "bytes of cached blocks"),
-            size_bytes: registered(&mut r, "weft_pagepool_size_bytes", "size of the pagepool"),
-        };
+        let families = Box::leak(Box::new(Families::register(&mut r)));
+        let pagepool = PagepoolMetrics::register(&mut r);
         r.register_collector(Box::new(process::ProcessCollector::new()));
-        let families = Box::leak(Box::new(Families {
-            fs_ops,
-            fs_read_bytes,
-            fs_written_bytes,
-            nsd_reads,
-            nsd_writes,
-            nsd_read_bytes,
-            nsd_written_bytes,
-            nsd_seconds,
-            nsd_checksum_errors,
-            nsd_capacity,
-            nsd_free,
-            meta_transactions,
-            meta_batches,
-            meta_fsyncs,
-            meta_locks,
-            meta_cross_shard,
-            meta_revocations,
-            meta_revocations_lost,
-            rpc_calls,
-            rpc_served,
-            info,
-        }));
         Metrics {
             registry: r,
             families,
