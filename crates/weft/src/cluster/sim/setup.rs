@@ -1,0 +1,177 @@
+//! A seed's cluster: the configuration (a quorum, a metadata shard and four
+//! NSD servers, chains on three disks with the fourth a spare), the world
+//! built from it with the stores formatted in a directory, and the chain
+//! forwarders of the server nodes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use weft_meta::{MetaServer, MetaSpec};
+use weft_nsd::{NsdServer, NsdSpec};
+use weft_proto::config::{
+    plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
+    ShardInfo, Usage, FORMAT_VERSION,
+};
+use weft_proto::types::Timespec;
+
+use super::endpoint::pool;
+use super::world::{Faults, World};
+use super::{BLOCK, CHAINS_PER_SIM_DISK, META, QUORUM, SERVERS};
+use crate::cluster::resync::chain_states;
+use crate::node::{Node, QuorumRole};
+
+fn config(replicas: usize) -> ClusterConfig {
+    let node = |id: u32, addr: &str, roles: Roles| NodeInfo {
+        id,
+        name: addr.split(':').next().unwrap_or_default().to_string(),
+        addr: addr.to_string(),
+        roles,
+    };
+    let mut nodes = vec![
+        node(
+            1,
+            QUORUM,
+            Roles {
+                quorum: true,
+                ..Roles::default()
+            },
+        ),
+        node(
+            2,
+            META,
+            Roles {
+                meta: true,
+                ..Roles::default()
+            },
+        ),
+    ];
+    let mut nsds = Vec::new();
+    for (i, addr) in SERVERS.iter().enumerate() {
+        let id = i as u32 + 3;
+        nodes.push(node(
+            id,
+            addr,
+            Roles {
+                nsd: true,
+                ..Roles::default()
+            },
+        ));
+        nsds.push(NsdInfo {
+            id: i as u32 + 1,
+            name: format!("nsd{}", i + 1),
+            node: id,
+            device: String::new(),
+            failure_group: i as u32 + 1,
+            usage: Usage::DataOnly,
+            pool: "system".into(),
+            size: 1 << 30,
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        });
+    }
+    // Chains over the first three disks, four per disk; the fourth is a
+    // spare that moves and balancing give copies to.
+    let table = plan_chain_table("system", 1, &nsds[..3], replicas, 3 * CHAINS_PER_SIM_DISK)
+        .unwrap_or_else(|| {
+            panic!("three failure groups hold {replicas} replicas");
+        });
+    let spare = nsds.last().map(|n| n.id).into_iter().collect();
+    ClusterConfig {
+        format_version: FORMAT_VERSION,
+        epoch: 1,
+        cluster_id: "sim".into(),
+        name: "sim".into(),
+        nodes,
+        nsds,
+        filesystems: vec![FsInfo {
+            id: 1,
+            name: "fs1".into(),
+            block_size: BLOCK,
+            subblock_size: 8192,
+            inode_size: 4096,
+            default_meta_replicas: 1,
+            max_meta_replicas: 1,
+            default_data_replicas: replicas as u8,
+            max_data_replicas: 3,
+            allocation: "cluster".into(),
+            created: Timespec::default(),
+            format_version: FORMAT_VERSION,
+            max_inodes: 0,
+            data_in_inode: false,
+            shards: vec![ShardInfo::single(0, 2)],
+            chain_tables: vec![table],
+            spares: spare,
+            dir_split: 0,
+        }],
+    }
+}
+
+/// The world of one seed, its stores in `dir`.
+pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
+    let cfg = config(replicas);
+    let mut routers = BTreeMap::new();
+    let mut ids = BTreeMap::new();
+    let fs = &cfg.filesystems[0];
+    let meta = Node::new(QuorumRole::None);
+    let spec = MetaSpec {
+        durable: false,
+        sync_interval_ms: 0,
+        ..MetaSpec::group_commit(fs, 0, 0).unwrap_or_else(|| panic!("fs1 has a chain table"))
+    };
+    let server = MetaServer::open(&dir.join("meta.redb"), spec)
+        .unwrap_or_else(|e| panic!("open the metadata shard: {e}"));
+    meta.add_meta(fs.id, server);
+    routers.insert(META.to_string(), Arc::new(meta));
+    for (i, addr) in SERVERS.iter().enumerate() {
+        let n = &cfg.nsds[i];
+        let spec = NsdSpec {
+            id: n.id,
+            name: n.name.clone(),
+            path: dir.join(&n.name),
+            size: n.size,
+            block_size: BLOCK,
+        };
+        weft_nsd::format_nsd(&spec, &cfg.cluster_id)
+            .unwrap_or_else(|e| panic!("format {}: {e}", n.name));
+        let server = NsdServer::open(vec![spec], &cfg.cluster_id)
+            .unwrap_or_else(|e| panic!("open {}: {e}", n.name));
+        server.set_chain_states(chain_states(&cfg, n.node));
+        let node = Node::new(QuorumRole::None);
+        node.set_nsd(server);
+        routers.insert(addr.to_string(), Arc::new(node));
+        ids.insert(addr.to_string(), n.node);
+    }
+    Arc::new(World {
+        rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        routers,
+        ids,
+        down: Mutex::new(BTreeSet::new()),
+        cuts: Mutex::new(BTreeSet::new()),
+        config: Mutex::new(cfg),
+        faults: Mutex::new(Faults {
+            lose_before: 0.03,
+            lose_after: 0.03,
+            max_delay_ms: 20,
+        }),
+        broken: Mutex::new(Vec::new()),
+        trace: Mutex::new(Vec::new()),
+        forwarded: std::sync::atomic::AtomicU64::new(0),
+        moved: std::sync::atomic::AtomicU64::new(0),
+        balanced: std::sync::atomic::AtomicU64::new(0),
+        not_serving: Mutex::new(BTreeMap::new()),
+    })
+}
+
+/// Each server node forwards chain writes through its own endpoint (on
+/// the current runtime).
+pub(super) fn start_forwarders(world: &Arc<World>) {
+    for addr in SERVERS {
+        let w = Arc::downgrade(world);
+        let config: crate::barrier::ConfigSource =
+            Arc::new(move || w.upgrade().map(|w| w.config()));
+        let f = crate::chain::Forwarder::new(Arc::new(pool(world, addr)), config);
+        world.routers[addr].set_forwarder(Arc::new(f), tokio::runtime::Handle::current());
+    }
+}
