@@ -4,31 +4,39 @@
 //! listener on 127.0.0.1, connects a client to itself
 //! (through the node's router without the network, or through TCP with
 //! `--mount-over-tcp`), and mounts fs0 with FUSE until SIGINT or SIGTERM.
+//!
+//! Its options are checked in `checked.rs` before anything is created, a
+//! new cluster is made in `creation.rs`, `--nodes` hands over to several
+//! node processes in `nodes.rs`, and the node's own client and its mount
+//! are served in `mount.rs`.
 
-use std::path::{Path, PathBuf};
+mod checked;
+mod creation;
+mod mount;
+mod nodes;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use weft_client::{Client, ClientConfig, Cluster};
 use weft_meta::{MetaServer, MetaSpec};
 use weft_net::{serve, Handler, Pool, Secret};
 use weft_nsd::NsdServer;
+use weft_proto::config::ClusterConfig;
+use weft_proto::layout::DEFAULT_BLOCK;
+use weft_quorum::{ConfigStore, FileStore};
 
 use crate::barrier::NsdBarrier;
 use crate::cluster::daemon::nsd_spec;
-use weft_proto::config::ClusterConfig;
-use weft_proto::layout::{valid_block_size, DEFAULT_BLOCK, MAX_BLOCK, MIN_BLOCK};
-use weft_quorum::{ConfigStore, FileStore};
-
 use crate::cluster::manager::Manager;
 use crate::cluster::resync::{chain_states, Resyncs};
-use crate::datadir::{
-    fs_capacity, plan_cluster, DataDir, DirState, NewCluster, NsdType, DEFAULT_FS,
-};
+use crate::datadir::{DataDir, DirState, NewCluster, NsdType, DEFAULT_FS};
 use crate::node::{Node, QuorumRole};
-use crate::size::{parse_size, show_size};
-
-const MAX_DISKS: u32 = 64;
+use crate::size::show_size;
+use checked::check;
+use creation::create;
+use mount::{serve_until_signal, Listening};
+use nodes::run_nodes;
 
 #[derive(clap::Args)]
 pub struct UpArgs {
@@ -99,250 +107,6 @@ pub struct UpArgs {
     /// node K listens on 127.0.0.K at this port.
     #[arg(long, default_value = crate::http::DEFAULT_HTTP)]
     http: String,
-}
-
-struct Checked {
-    nsd_type: Option<NsdType>,
-    pagepool: u64,
-    lock_lease_ms: u64,
-    disks: Option<u32>,
-    block_size: Option<u32>,
-    meta_shards: Option<u16>,
-    mount: Option<PathBuf>,
-    over_tcp: bool,
-    http: Option<std::net::SocketAddr>,
-}
-
-/// Validates every option before anything is created or changed.
-fn check(args: &UpArgs) -> Result<Checked> {
-    if let Some(d) = args.disks {
-        if d == 0 || d > MAX_DISKS {
-            bail!("--disks {d} is out of range: give 1 to {MAX_DISKS}");
-        }
-    }
-    let block_size = match &args.block_size {
-        None => None,
-        Some(text) => {
-            let bs = parse_size(text).map_err(|e| anyhow::anyhow!("-B: {e}"))?;
-            if !valid_block_size(bs) {
-                bail!(
-                    "-B {text} is not a valid block size: give a power of two from {} to {} (e.g. -B 4M)",
-                    show_size(MIN_BLOCK.into()),
-                    show_size(MAX_BLOCK.into())
-                );
-            }
-            Some(bs as u32)
-        }
-    };
-    let nsd_type = args.nsd_type.as_deref().map(NsdType::parse).transpose()?;
-    if let (Some(NsdType::Devices(list)), Some(d)) = (&nsd_type, args.disks) {
-        if list.len() != d as usize {
-            bail!(
-                "--disks {d} and --nsd-type device= with {} devices disagree: drop --disks",
-                list.len()
-            );
-        }
-    }
-    if let Some(n) = args.meta_shards {
-        let max = crate::cluster::admin::MAX_META_SHARDS;
-        if n == 0 || n > max {
-            bail!("--meta-shards {n} is out of range: give 1 to {max}");
-        }
-    }
-    let pagepool = parse_size(&args.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
-    if pagepool < 16 << 20 {
-        bail!(
-            "--pagepool {} is too small: give at least 16M (e.g. --pagepool 1G)",
-            args.pagepool
-        );
-    }
-    let fdt = args.failure_detection_time;
-    if !(1..=3600).contains(&fdt) {
-        bail!("--failure-detection-time {fdt} is out of range: give 1 to 3600 seconds (e.g. 35)");
-    }
-    let mount = if args.no_mount {
-        None
-    } else {
-        let explicit = args.mount.is_some();
-        let path = args
-            .mount
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("./weft-mnt"));
-        check_mount_point(&path, explicit)?;
-        Some(std::path::absolute(&path).unwrap_or(path))
-    };
-    Ok(Checked {
-        nsd_type,
-        pagepool,
-        lock_lease_ms: fdt * 1000,
-        disks: args.disks,
-        block_size,
-        meta_shards: args.meta_shards,
-        mount,
-        over_tcp: args.mount_over_tcp,
-        http: crate::http::parse(&args.http)?,
-    })
-}
-
-fn check_mount_point(path: &Path, explicit: bool) -> Result<()> {
-    if !path.exists() {
-        if explicit {
-            bail!(
-                "mount point {} does not exist: create it with `mkdir -p {}` or give another with --mount",
-                path.display(),
-                path.display()
-            );
-        }
-        std::fs::create_dir_all(path)
-            .with_context(|| format!("cannot create mount point {}", path.display()))?;
-    }
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => bail!(
-            "mount point {} is a dead mount left by a stopped daemon: run `fusermount3 -u {}`",
-            path.display(),
-            path.display()
-        ),
-        Err(e) => return Err(e).with_context(|| format!("mount point {}", path.display())),
-    };
-    if !meta.is_dir() {
-        bail!("mount point {} is not a directory", path.display());
-    }
-    Ok(())
-}
-
-/// Creates a new cluster in an empty data directory. A failure leaves
-/// the directory empty again (and no device formatted), so the same
-/// command can be retried.
-fn create(dir: &DataDir, new: &NewCluster, force: bool) -> Result<ClusterConfig> {
-    std::fs::create_dir_all(&dir.root).with_context(|| {
-        format!(
-            "cannot create data directory {}: choose a writable place with --data",
-            dir.root.display()
-        )
-    })?;
-    let probe = dir.root.join(".weft-probe");
-    std::fs::write(&probe, b"").with_context(|| {
-        format!(
-            "data directory {} is not writable: choose another with --data",
-            dir.root.display()
-        )
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    let (_, avail) = fs_capacity(&dir.root)?;
-    let cluster_id: String = (0..8)
-        .map(|_| format!("{:02x}", rand::random::<u8>()))
-        .collect();
-    let config = plan_cluster(dir, new, &cluster_id, avail)?;
-    // Devices are checked before anything is written anywhere.
-    if !force {
-        for nsd in &config.nsds {
-            let path = Path::new(&nsd.device);
-            if weft_nsd::NsdKind::of(path) == weft_nsd::NsdKind::Dir || !path.exists() {
-                continue;
-            }
-            if let Some(found) = weft_nsd::engine::probe_path(path)? {
-                bail!(
-                    "{} holds {found}: formatting it as NSD {} would destroy that; give another device, or add --force to overwrite it",
-                    path.display(),
-                    nsd.name
-                );
-            }
-        }
-    }
-    let made = (|| -> Result<()> {
-        std::fs::create_dir_all(dir.root.join("meta"))
-            .context("cannot create the meta directory")?;
-        Secret::generate()
-            .save(&dir.secret())
-            .context("cannot write the cluster secret")?;
-        for nsd in &config.nsds {
-            let spec = nsd_spec(&config, nsd);
-            if force {
-                weft_nsd::format_nsd_forced(&spec, &cluster_id)?;
-            } else {
-                weft_nsd::format_nsd(&spec, &cluster_id)?;
-            }
-        }
-        // The configuration is written last: a directory without it is not
-        // a cluster yet.
-        FileStore::create(&dir.config(), config.clone())?;
-        Ok(())
-    })();
-    if let Err(e) = made {
-        empty_dir(&dir.root);
-        return Err(e);
-    }
-    Ok(config)
-}
-
-/// Removes everything in `root` (a data directory whose creation failed).
-fn empty_dir(root: &Path) {
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        let gone = if p.is_dir() {
-            std::fs::remove_dir_all(&p)
-        } else {
-            std::fs::remove_file(&p)
-        };
-        if let Err(err) = gone {
-            tracing::warn!(path = %p.display(), error = %err, "cannot remove after a failed creation");
-        }
-    }
-}
-
-fn run_nodes(args: &UpArgs, checked: Checked, dir: &DataDir, existing: u32) -> Result<()> {
-    let nodes = match (args.nodes, existing) {
-        (Some(n), _) if n == 0 || n > super::up_nodes::MAX_NODES => bail!(
-            "--nodes {n} is out of range: give 1 to {}",
-            super::up_nodes::MAX_NODES
-        ),
-        (Some(n), _) => n,
-        (None, e) => bail!(
-            "{} holds a cluster of {e} nodes made by `weft up --nodes`: give --nodes {e}",
-            dir.root.display()
-        ),
-    };
-    if checked.disks.is_some() {
-        bail!("--disks applies to the one-process cluster; with --nodes each node has one NSD");
-    }
-    if checked.nsd_type.is_some() {
-        bail!("--nsd-type applies to the one-process cluster; with --nodes each node has one directory NSD (use `weft nsd create` for others)");
-    }
-    if checked.over_tcp {
-        bail!("--mount-over-tcp applies to the one-process cluster; with --nodes every request already crosses TCP");
-    }
-    let meta_replicas = args.meta_replicas.unwrap_or(1);
-    if meta_replicas == 0 || meta_replicas > 3 || u32::from(meta_replicas) > nodes {
-        bail!(
-            "-m {meta_replicas} is out of range: give 1 to {} (at most 3, and at most --nodes {nodes}: replicas go on distinct nodes)",
-            nodes.min(3)
-        );
-    }
-    let port = match args
-        .listen
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse::<u16>().ok())
-    {
-        Some(0) | None => super::up_nodes::DEFAULT_PORT,
-        Some(p) => p,
-    };
-    super::up_nodes::run(super::up_nodes::NodesPlan {
-        data: dir.root.clone(),
-        nodes,
-        mount: checked.mount,
-        block_size: checked.block_size.unwrap_or(DEFAULT_BLOCK),
-        meta_shards: checked.meta_shards,
-        meta_replicas: args.meta_replicas,
-        dir_split: args.dir_split,
-        pagepool: checked.pagepool,
-        failure_detection_time: checked.lock_lease_ms / 1000,
-        port,
-        http: checked.http,
-    })
 }
 
 pub fn run(args: UpArgs) -> Result<()> {
@@ -612,13 +376,6 @@ pub fn run(args: UpArgs) -> Result<()> {
     result
 }
 
-/// This node as its own client reaches it: the address it listens on and
-/// its request router.
-struct Listening<'a> {
-    addr: &'a str,
-    node: Arc<dyn Handler>,
-}
-
 /// Says what the NSDs recovered at open after an unclean stop (a crash or a
 /// power cut), so the user knows which files to check.
 fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
@@ -638,81 +395,4 @@ fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
             r.rechecked, r.rewritten, r.torn, r.unsettled
         );
     }
-}
-
-async fn serve_until_signal(
-    dir: &DataDir,
-    config: &ClusterConfig,
-    listening: Listening<'_>,
-    secret: Secret,
-    checked: Checked,
-    created: bool,
-    rt: tokio::runtime::Handle,
-) -> Result<()> {
-    let mount = checked.mount;
-    let client_config = ClientConfig {
-        pagepool: checked.pagepool,
-        ..ClientConfig::default()
-    };
-    // The mount's client reaches this node's roles without the network.
-    let Listening { addr, node } = listening;
-    let cluster = if checked.over_tcp {
-        Cluster::connect(addr, secret, "weft-up").await?
-    } else {
-        Cluster::connect_local(addr, node, secret, "weft-up").await?
-    };
-    let pagepool = client_config.pagepool;
-    let client = Client::with_config(cluster, DEFAULT_FS, client_config)?;
-    let reclaimed = client.reclaim_orphans().await?;
-    let fs = client.fs_info().clone();
-    println!(
-        "weft: {} cluster {} ({}) in {}",
-        if created { "created" } else { "started" },
-        config.name,
-        config.cluster_id,
-        dir.root.display()
-    );
-    println!("weft: node listening on {addr} (roles: quorum, meta, nsd)");
-    for n in &config.nsds {
-        println!(
-            "weft: NSD {} at {} (failure group {}, {:.1} GiB)",
-            n.name,
-            n.device,
-            n.failure_group,
-            n.size as f64 / f64::from(1u32 << 30)
-        );
-    }
-    println!(
-        "weft: file system {} block size {}, {} NSDs, {} data replica(s)",
-        fs.name,
-        show_size(fs.block_size.into()),
-        config.nsds.len(),
-        fs.default_data_replicas
-    );
-    println!("weft: client pagepool {}", show_size(pagepool));
-    if reclaimed > 0 {
-        println!("weft: freed {reclaimed} file(s) unlinked while open before the last stop");
-    }
-    let handle = match &mount {
-        Some(m) => {
-            let opts = weft_fuse::MountOptions {
-                fs_name: format!("weft:{}", fs.name),
-                ..weft_fuse::MountOptions::default()
-            };
-            let h = weft_fuse::mount(client.clone(), rt, m, opts)?;
-            println!("weft: {} mounted on {}", fs.name, m.display());
-            Some(h)
-        }
-        None => None,
-    };
-    println!("weft: ready; Ctrl-C or SIGTERM stops and unmounts");
-    crate::cluster::wait_for_signal().await?;
-    println!("weft: stopping");
-    if let Some(h) = handle {
-        h.unmount()?;
-        if let Some(m) = &mount {
-            println!("weft: unmounted {}", m.display());
-        }
-    }
-    Ok(())
 }
