@@ -25,7 +25,7 @@
 //!   naming the leader.
 //! - **Taking over.** A replica that starts leading holds again the keys of
 //!   the intents in its tables, and takes the byte-range locks of its
-//!   `locks` table, before it serves ([`locks`]).
+//!   `locks` table, before it serves ([`locks`], [`take_over`]).
 //! - **Log and snapshots.** The log and vote live beside the shard's
 //!   database in an append-only file (`<shard>.redb.raftlog`,
 //!   [`weft_raft::FileLog`]: a batch of appends costs one write and one
@@ -58,6 +58,7 @@
 #[cfg(test)]
 mod chaos;
 mod inflight;
+mod leadership;
 mod lease;
 mod locks;
 mod log_file;
@@ -65,35 +66,32 @@ mod log_file;
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
 mod machine;
+mod membership;
 mod one_copy;
 mod snapshot;
+mod take_over;
 #[cfg(test)]
 mod tests;
 mod witness;
 
+pub use leadership::ShardLeadership;
 pub use log_file::{has_replica_log, legacy_log_path, replica_log_path};
 pub use one_copy::settle_one_copy;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, Raft, ServerState};
-use redb::ReadableDatabase;
+use openraft::{BasicNode, Raft};
 use serde::{Deserialize, Serialize};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use weft_proto::msg::RaftKind;
-use weft_proto::ErrorKind;
 use weft_raft::RaftTransport;
 
 use crate::error::MetaError;
 use crate::fail::OpError;
-use crate::schema::key::{GROWN, SEEDED};
-use crate::server::{MetaServer, LEARNER_WAIT};
+use crate::server::MetaServer;
 use crate::txn::Change;
 
 use inflight::Pending;
@@ -138,22 +136,6 @@ impl Default for ReplicaTiming {
             log_kept: 1_000,
         }
     }
-}
-
-/// Who leads a shard as one replica sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardLeadership {
-    pub me: u64,
-    pub state: ServerState,
-    /// The leader's member id and address.
-    pub leader: Option<(u64, String)>,
-    /// Member ids and addresses of the replicas.
-    pub members: Vec<(u64, String)>,
-    pub last_applied: Option<u64>,
-    /// Entries in the log (not yet dropped behind a snapshot).
-    pub log_entries: u64,
-    /// Whether this replica serves requests (it leads and has caught up).
-    pub serving: bool,
 }
 
 /// This node's replica of one shard: its Raft group member.
@@ -246,102 +228,6 @@ impl ShardGroup {
         self.witness
     }
 
-    /// Forms the group of `members` (id and address; this replica among
-    /// them). Only for a new group, on one replica.
-    pub async fn initialize(&self, members: &[(u64, String)]) -> Result<(), MetaError> {
-        let nodes: BTreeMap<u64, BasicNode> = members
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode::new(addr)))
-            .collect();
-        self.raft.initialize(nodes).await.map_err(failed)
-    }
-
-    /// Forms the group of this member alone over the records its shard
-    /// already holds (a shard with one copy gaining replicas). The records
-    /// count as seeded (no first entry carries them, so a shard of any size
-    /// costs no large entry) and the `grown` mark makes the leader send
-    /// members that join a snapshot ([`Self::snapshot_for_joiners`]).
-    pub async fn form_alone(&self, server: &MetaServer, addr: &str) -> Result<(), MetaError> {
-        let txn = server.db.begin_write().map_err(failed)?;
-        {
-            let mut meta = txn.open_table(crate::schema::META).map_err(failed)?;
-            meta.insert(SEEDED, 1u64).map_err(failed)?;
-            meta.insert(GROWN, 1u64).map_err(failed)?;
-        }
-        txn.commit().map_err(failed)?;
-        self.initialize(&[(self.id, addr.to_owned())]).await
-    }
-
-    /// Before a member joins a group formed alone over a shard's records
-    /// ([`Self::form_alone`]), whose log does not carry them: writes a
-    /// snapshot of every record and drops the log up to it, so the member
-    /// is sent the snapshot. Nothing to do for a group formed new, or once
-    /// some log was dropped.
-    pub(crate) fn snapshot_for_joiners(&self, server: &MetaServer) -> Result<(), OpError> {
-        let grown = {
-            let txn = server.db.begin_read()?;
-            let meta = txn.open_table(crate::schema::META)?;
-            meta.get(GROWN)?.is_some()
-        };
-        let m = self.raft.metrics().borrow().clone();
-        if !grown || m.purged.is_some() {
-            return Ok(());
-        }
-        let applied = m.last_applied.map(|l| l.index);
-        let deadline = std::time::Instant::now() + LEARNER_WAIT;
-        let failed = |what: String| OpError::Replication { reason: what };
-        if m.snapshot.map(|s| s.index) < applied || m.snapshot.is_none() {
-            block(&self.rt, self.raft.trigger().snapshot())
-                .map_err(|e| failed(format!("writing a snapshot of the shard: {e}")))?;
-        }
-        let upto = loop {
-            let m = self.raft.metrics().borrow().clone();
-            match m.snapshot {
-                Some(s) if Some(s.index) >= applied => break s.index,
-                _ if std::time::Instant::now() >= deadline => {
-                    return Err(failed(format!(
-                        "no snapshot of the shard within {LEARNER_WAIT:?}; try again"
-                    )))
-                }
-                _ => std::thread::sleep(Duration::from_millis(20)),
-            }
-        };
-        block(&self.rt, self.raft.trigger().purge_log(upto))
-            .map_err(|e| failed(format!("dropping the log before the snapshot: {e}")))?;
-        loop {
-            if self.raft.metrics().borrow().purged.is_some() {
-                return Ok(());
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(failed(format!(
-                    "the log before the snapshot was not dropped within {LEARNER_WAIT:?}; try again"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The first leader of a new group proposes its whole shard first.
-    fn seed_if_new(&self, server: &MetaServer) -> Result<(), OpError> {
-        let txn = server.db.begin_read()?;
-        let seeded = txn.open_table(crate::schema::META)?.get(SEEDED)?.is_some();
-        if seeded {
-            return Ok(());
-        }
-        let mut seed = Vec::new();
-        snapshot::for_each_record(&txn, |c| {
-            seed.push(c);
-            Ok(())
-        })?;
-        drop(txn);
-        seed.push(Change {
-            table: crate::txn::Table::Kv(crate::kv::Space::Meta),
-            key: SEEDED.as_bytes().to_vec(),
-            value: Some(1u64.to_le_bytes().to_vec()),
-        });
-        self.propose(seed)
-    }
-
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -357,225 +243,6 @@ impl ShardGroup {
     /// [`Self::serve`] from a thread that may block.
     pub fn serve_blocking(&self, kind: RaftKind, payload: &[u8]) -> Vec<u8> {
         block(&self.rt, self.serve(kind, payload))
-    }
-
-    /// This replica's view, for `weft meta list`.
-    pub fn info(&self) -> weft_proto::msg::ReplicaInfo {
-        let l = self.leadership();
-        let m = self.raft.metrics().borrow().clone();
-        let role = match l.state {
-            _ if self.witness => "witness",
-            ServerState::Leader => "leader",
-            ServerState::Follower => "follower",
-            ServerState::Candidate => "candidate",
-            ServerState::Learner => "learner",
-            ServerState::Shutdown => "stopped",
-        };
-        weft_proto::msg::ReplicaInfo {
-            member: self.id,
-            role: role.into(),
-            leader: l.leader.map(|(id, _)| id),
-            term: m.current_term,
-            last_applied: l.last_applied,
-            log_entries: l.log_entries,
-            serving: l.serving,
-        }
-    }
-
-    pub fn leadership(&self) -> ShardLeadership {
-        let m = self.raft.metrics().borrow().clone();
-        let membership = m.membership_config.membership();
-        let addr = |id: u64| {
-            membership
-                .get_node(&id)
-                .map(|n| n.addr.clone())
-                .unwrap_or_default()
-        };
-        let members = membership
-            .nodes()
-            .map(|(id, n)| (*id, n.addr.clone()))
-            .collect();
-        let first = m.purged.map(|l| l.index + 1).unwrap_or(0);
-        let log_entries = m
-            .last_log_index
-            .map(|l| (l + 1).saturating_sub(first))
-            .unwrap_or(0);
-        ShardLeadership {
-            me: self.id,
-            state: m.state,
-            leader: m.current_leader.map(|l| (l, addr(l))),
-            members,
-            last_applied: m.last_applied.map(|l| l.index),
-            log_entries,
-            serving: !self.witness
-                && m.current_leader == Some(self.id)
-                && m.state == ServerState::Leader
-                && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term),
-        }
-    }
-
-    /// Whether this replica may serve a request now (see the module
-    /// header); a replica that starts leading holds the keys of its intents
-    /// again first.
-    pub(crate) fn ready(&self, server: &MetaServer) -> Result<(), OpError> {
-        let m = self.raft.metrics().borrow().clone();
-        // A leader removed from the group (`weft meta move`) steps down to
-        // a learner but may still name itself leader.
-        if m.current_leader != Some(self.id) || m.state != ServerState::Leader || self.witness {
-            let leader = m.current_leader.filter(|l| *l != self.id).and_then(|l| {
-                m.membership_config
-                    .membership()
-                    .get_node(&l)
-                    .map(|n| n.addr.clone())
-            });
-            return Err(OpError::NotLeader {
-                what: match leader {
-                    Some(a) => format!("this replica does not lead the shard; {a} does"),
-                    None => "the shard has no leader at the moment; try again".into(),
-                },
-            });
-        }
-        if m.last_applied.map(|l| l.leader_id.term) != Some(m.current_term) {
-            return Err(OpError::NotLeader {
-                what: "this replica is taking over the shard; try again".into(),
-            });
-        }
-        let voters = m.membership_config.membership().voter_ids().count();
-        let window = Duration::from_millis(self.timing.election_min_ms);
-        if voters > 1 && !self.lease.holds(window) {
-            return Err(OpError::NotLeader {
-                what: "this replica has not heard from a majority of its group lately and may no longer lead; try again".into(),
-            });
-        }
-        if self.ready_term.load(Ordering::Acquire) != m.current_term {
-            let _g = match self.take_over.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            if self.ready_term.load(Ordering::Acquire) != m.current_term {
-                if crate::server::local_only() {
-                    // Taking over waits for the group: not on this thread.
-                    return Err(OpError::Remote {
-                        shard: server.spec().shard,
-                    });
-                }
-                server.held.reset();
-                // Everything of earlier terms is applied (or gone) by now,
-                // but an entry this replica handed to the group in this
-                // term, before this take-over ran, may not be: the next
-                // transaction first waits for a barrier, after which
-                // nothing in flight is left unapplied.
-                self.pending().broken = true;
-                server.recover_intents()?;
-                self.seed_if_new(server)?;
-                server.reload_locks()?;
-                if m.current_term > 1 {
-                    // An earlier leader may have had opens registered; in
-                    // the group's first term nobody can have.
-                    server.ask_for_opens();
-                    // Nor may what this node noted in an earlier term of
-                    // its own stand for what other leaders granted since,
-                    // and clients drop what they cached under them.
-                    if let Some(t) = server.tokens() {
-                        let r = t.take_over(server.spec().fs, server.spec().shard);
-                        tracing::info!(
-                            fs = server.spec().fs,
-                            shard = server.spec().shard,
-                            clients = r.clients,
-                            late = r.lost,
-                            "clients of the node reset at the take-over"
-                        );
-                    }
-                }
-                self.ready_term.store(m.current_term, Ordering::Release);
-                tracing::info!(
-                    fs = server.spec().fs,
-                    shard = server.spec().shard,
-                    term = m.current_term,
-                    "leading the shard"
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// Makes `member` (at `addr`) a learner and waits, up to `wait`, until
-    /// it has the whole log (`Busy` after that: ask again, the learner
-    /// keeps catching up). A member already in the group is left as it is.
-    pub(crate) fn add_learner(
-        &self,
-        member: u64,
-        addr: &str,
-        wait: Duration,
-    ) -> Result<(), OpError> {
-        let m = self.raft.metrics().borrow().clone();
-        if m.membership_config.membership().get_node(&member).is_none() {
-            let add = self.raft.add_learner(member, BasicNode::new(addr), false);
-            block(&self.rt, add).map_err(|e| OpError::Replication {
-                reason: format!("adding member {member} as a learner: {e}"),
-            })?;
-        }
-        let deadline = std::time::Instant::now() + wait;
-        loop {
-            let m = self.raft.metrics().borrow().clone();
-            if m.current_leader != Some(self.id) {
-                return Err(OpError::NotLeader {
-                    what: "this replica no longer leads the shard; ask the new leader".into(),
-                });
-            }
-            let matched = m
-                .replication
-                .as_ref()
-                .and_then(|r| r.get(&member).copied().flatten())
-                .map(|l| l.index);
-            let last = m.last_log_index;
-            if matched.is_some() && matched == last {
-                return Ok(());
-            }
-            if std::time::Instant::now() >= deadline {
-                return Err(crate::fail::refuse(
-                    ErrorKind::Busy,
-                    format!(
-                        "member {member} is catching up (at entry {}, the log ends at {}); ask again",
-                        matched.map_or("none".into(), |i| i.to_string()),
-                        last.map_or("none".into(), |i| i.to_string())
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Makes `voters` exactly the group's voting members; learners not in
-    /// it and members left out leave the group. The change is committed (a
-    /// joint configuration, then the new one) before this returns.
-    pub(crate) fn set_voters(&self, voters: &[u64]) -> Result<(), OpError> {
-        let want: std::collections::BTreeSet<u64> = voters.iter().copied().collect();
-        let m = self.raft.metrics().borrow().clone();
-        let now: std::collections::BTreeSet<u64> =
-            m.membership_config.membership().voter_ids().collect();
-        let learners = m.membership_config.membership().learner_ids().count();
-        if now == want && learners == 0 {
-            return Ok(());
-        }
-        if want.is_empty() {
-            return Err(crate::fail::refuse(
-                ErrorKind::Invalid,
-                "a shard's group needs at least one voting member",
-            ));
-        }
-        let change = self.raft.change_membership(want, false);
-        match block(&self.rt, change) {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
-                Err(OpError::NotLeader {
-                    what: "this replica no longer leads the shard; ask the new leader".into(),
-                })
-            }
-            Err(e) => Err(OpError::Replication {
-                reason: format!("changing the shard's members: {e}"),
-            }),
-        }
     }
 
     pub async fn shutdown(&self) {
