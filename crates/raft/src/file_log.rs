@@ -17,33 +17,38 @@
 //! with the vote, the purge point, the commit point and the entries left,
 //! made durable, then renamed over the old one.
 //!
-//! In memory: where each entry's record is (for reads the last entries kept
-//! by [`Recent`] cannot answer), the vote and the purge point.
+//! In memory ([`state`]): where each entry's record is (for reads the last
+//! entries kept by [`Recent`] cannot answer), the vote and the purge point.
 //!
 //! One holder at a time: an open takes an exclusive lock on the file (and a
 //! rewrite takes it on the new file before it renames it in), so a replica
 //! started again in the same process waits until every handle of the one
-//! before has let go; two writers never interleave records.
+//! before has let go; two writers never interleave records ([`file`]).
+//!
+//! The bytes of the file are in [`records`]; the log store itself, its
+//! opening, the flusher and openraft's traits, here.
 
+mod file;
 mod records;
+mod state;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::fs::{File, OpenOptions};
 use std::ops::RangeBounds;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogReader};
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use records::{frame, Kind, HEADER_LEN, RECORD_HEAD};
+use file::{io_err, open_locked, tmp_path, write_new};
+use records::{frame, Kind, RECORD_HEAD};
 pub use records::{FormatError, FILE_LOG_VERSION};
+use state::{replay, Loc, Shared};
 
 use crate::log::{flush_batches, report, COMMITTED, PURGED, VOTE};
 use crate::recent::Recent;
@@ -55,42 +60,6 @@ const COMPACT_FROM: u64 = 4 << 20;
 
 /// How long an open waits for another holder of the log to let it go.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
-
-/// One entry's record in the file.
-#[derive(Debug, Clone, Copy)]
-struct Loc {
-    log_id: LogId,
-    at: u64,
-    len: u32,
-}
-
-struct State {
-    path: PathBuf,
-    file: Arc<File>,
-    /// Where the next record goes.
-    end: u64,
-    entries: BTreeMap<u64, Loc>,
-    /// Encoded, as written.
-    vote: Option<Vec<u8>>,
-    purged: Option<LogId>,
-    /// The commit point Raft saved last (encoded), and whether the file has
-    /// it yet.
-    committed: Option<Vec<u8>>,
-    committed_written: bool,
-    /// Bytes of the records of entries still in the log.
-    live: u64,
-}
-
-struct Shared {
-    state: Mutex<State>,
-}
-
-impl Shared {
-    /// The log's state (plain data: a panicking holder leaves it readable).
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 pub struct FileLog<C: Group> {
     shared: Arc<Shared>,
@@ -108,259 +77,6 @@ impl<C: Group> Clone for FileLog<C> {
             recent: self.recent.clone(),
         }
     }
-}
-
-fn io_err(path: &Path, what: &str, e: std::io::Error) -> StorageError {
-    write_err(std::io::Error::new(
-        e.kind(),
-        format!("{what} {}: {e}", path.display()),
-    ))
-}
-
-/// Makes a rename or a new file in `path`'s directory durable.
-fn sync_dir(path: &Path) -> Result<(), StorageError> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_err(dir, "cannot sync directory", e))
-}
-
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut p = path.to_owned().into_os_string();
-    p.push(".tmp");
-    PathBuf::from(p)
-}
-
-/// Writes a whole new log at `path` (through a file beside it renamed over
-/// it, so a crash leaves the old one or the new one): `records` after the
-/// header. Returns the file and its length.
-fn write_new(path: &Path, records: &[u8]) -> Result<(File, u64), StorageError> {
-    let tmp = tmp_path(path);
-    let mut bytes = records::header().to_vec();
-    bytes.extend_from_slice(records);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(|e| io_err(&tmp, "cannot create", e))?;
-    lock(&tmp, &file, Instant::now())?;
-    file.write_all_at(&bytes, 0)
-        .and_then(|()| file.sync_data())
-        .map_err(|e| io_err(&tmp, "cannot write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io_err(path, "cannot rename a new log to", e))?;
-    sync_dir(path)?;
-    Ok((file, bytes.len() as u64))
-}
-
-/// Takes the exclusive lock on `file` (at `path`), waiting until
-/// `deadline` for another holder to let go.
-fn lock(path: &Path, file: &File, deadline: Instant) -> Result<(), StorageError> {
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(write_err(std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    format!(
-                        "the Raft log {} is held by another process or another replica of this shard; stop that one first",
-                        path.display()
-                    ),
-                )))
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(path, "cannot lock", e)),
-        }
-    }
-}
-
-/// Whether `file` is still the one at `path` (a holder's rewrite renames a
-/// new one over it).
-fn still_at(path: &Path, file: &File) -> Result<bool, StorageError> {
-    use std::os::unix::fs::MetadataExt;
-    let held = file
-        .metadata()
-        .map_err(|e| io_err(path, "cannot stat", e))?;
-    match std::fs::metadata(path) {
-        Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(io_err(path, "cannot stat", e)),
-    }
-}
-
-/// Opens the log file at `path` (made with only a header if there is none)
-/// and takes its lock, waiting up to `wait` for another holder.
-fn open_locked(path: &Path, wait: Duration) -> Result<File, StorageError> {
-    let deadline = Instant::now() + wait;
-    loop {
-        let file = match OpenOptions::new().read(true).write(true).open(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                write_new(path, &[])?;
-                continue;
-            }
-            Err(e) => return Err(io_err(path, "cannot open", e)),
-        };
-        lock(path, &file, deadline)?;
-        if still_at(path, &file)? {
-            return Ok(file);
-        }
-    }
-}
-
-impl State {
-    /// Writes `bytes` (whole records) at the end of the file.
-    fn write(&mut self, bytes: &[u8]) -> Result<(), StorageError> {
-        self.file
-            .write_all_at(bytes, self.end)
-            .map_err(|e| io_err(&self.path, "cannot write to", e))?;
-        self.end += bytes.len() as u64;
-        Ok(())
-    }
-
-    fn sync(&self) -> Result<(), StorageError> {
-        self.file
-            .sync_data()
-            .map_err(|e| io_err(&self.path, "cannot sync", e))
-    }
-
-    /// Writes one record and makes the log durable.
-    fn write_durably(&mut self, kind: Kind, body: &[u8]) -> Result<(), StorageError> {
-        let mut rec = Vec::with_capacity(body.len() + RECORD_HEAD as usize);
-        frame(kind, body, &mut rec);
-        self.write(&rec)?;
-        self.sync()
-    }
-
-    fn drop_from(&mut self, index: u64) {
-        for (_, loc) in self.entries.split_off(&index) {
-            self.live = self.live.saturating_sub(u64::from(loc.len) + RECORD_HEAD);
-        }
-    }
-
-    fn drop_upto(&mut self, index: u64) {
-        let kept = match index.checked_add(1) {
-            Some(next) => self.entries.split_off(&next),
-            None => BTreeMap::new(),
-        };
-        for loc in std::mem::replace(&mut self.entries, kept).into_values() {
-            self.live = self.live.saturating_sub(u64::from(loc.len) + RECORD_HEAD);
-        }
-    }
-
-    /// The records a new file starts with: vote, purge point, commit point.
-    fn head_records(&self) -> Result<Vec<u8>, StorageError> {
-        let mut out = Vec::new();
-        if let Some(v) = &self.vote {
-            frame(Kind::Vote, v, &mut out);
-        }
-        if let Some(p) = &self.purged {
-            frame(Kind::Purged, &encode(p)?, &mut out);
-        }
-        if let Some(c) = &self.committed {
-            frame(Kind::Committed, c, &mut out);
-        }
-        Ok(out)
-    }
-
-    /// Rewrites the file with only what is still in the log.
-    fn compact(&mut self) -> Result<(), StorageError> {
-        let mut out = self.head_records()?;
-        let mut moved = BTreeMap::new();
-        for (index, loc) in &self.entries {
-            let mut body = vec![0u8; loc.len as usize];
-            self.file
-                .read_exact_at(&mut body, loc.at)
-                .map_err(|e| io_err(&self.path, "cannot read", e))?;
-            let at = HEADER_LEN + out.len() as u64 + RECORD_HEAD;
-            frame(Kind::Entry, &body, &mut out);
-            moved.insert(*index, Loc { at, ..*loc });
-        }
-        let (file, end) = write_new(&self.path, &out)?;
-        self.file = Arc::new(file);
-        self.end = end;
-        self.entries = moved;
-        self.committed_written = true;
-        Ok(())
-    }
-}
-
-/// Replays a log's records into its state.
-fn replay(path: &Path, file: File, bytes: &[u8]) -> Result<State, StorageError> {
-    let scan = records::scan(path, bytes).map_err(read_err)?;
-    let mut st = State {
-        path: path.to_owned(),
-        file: Arc::new(file),
-        end: scan.end.max(HEADER_LEN),
-        entries: BTreeMap::new(),
-        vote: None,
-        purged: None,
-        committed: None,
-        committed_written: true,
-        live: 0,
-    };
-    for r in &scan.records {
-        let body = bytes
-            .get(r.at as usize..r.at as usize + r.len as usize)
-            .unwrap_or_default();
-        match r.kind {
-            Kind::Entry => {
-                let log_id = entry_log_id(body)?;
-                st.drop_from(log_id.index);
-                st.live += u64::from(r.len) + RECORD_HEAD;
-                st.entries.insert(
-                    log_id.index,
-                    Loc {
-                        log_id,
-                        at: r.at,
-                        len: r.len,
-                    },
-                );
-            }
-            Kind::Vote => st.vote = Some(body.to_vec()),
-            Kind::Committed => st.committed = Some(body.to_vec()),
-            Kind::Purged => {
-                let p: LogId = decode(body)?;
-                st.drop_upto(p.index);
-                st.purged = Some(p);
-            }
-            Kind::Truncate => {
-                let mut b = [0u8; 8];
-                if let Some(src) = body.get(..8) {
-                    b.copy_from_slice(src);
-                }
-                st.drop_from(u64::from_le_bytes(b));
-            }
-        }
-    }
-    if scan.end < bytes.len() as u64 || (bytes.len() as u64) < HEADER_LEN {
-        // A tail torn by a crash (or a header cut short): never flushed, so
-        // never reported to Raft. Rewrite from the last whole record.
-        if (bytes.len() as u64) < HEADER_LEN {
-            let (file, end) = write_new(path, &[])?;
-            st.file = Arc::new(file);
-            st.end = end;
-        } else {
-            st.file
-                .set_len(scan.end)
-                .and_then(|()| st.file.sync_data())
-                .map_err(|e| io_err(path, "cannot cut the torn end of", e))?;
-        }
-    }
-    Ok(st)
-}
-
-/// The log id of an encoded entry.
-fn entry_log_id(body: &[u8]) -> Result<LogId, StorageError> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        log_id: LogId,
-    }
-    Ok(decode::<Head>(body)?.log_id)
 }
 
 impl<C: Group> FileLog<C> {

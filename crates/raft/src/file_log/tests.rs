@@ -1,5 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
+use std::fs::File;
+
+use super::file::still_at;
 use super::*;
 
 use crate::recent::tests::{entry_of as entry, ids, T};
