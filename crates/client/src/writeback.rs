@@ -116,16 +116,26 @@ impl WriteBehind {
         }
         g.inflight_total = g.inflight_total.saturating_sub(1);
         if let Err(e) = result {
-            let failed = RemoteError::new(e.kind(), format!("write-behind failed: {e}"));
-            if g.for_fsync.is_none() {
-                g.for_fsync = Some(failed.clone());
-            }
-            if g.error.is_none() {
-                g.error = Some(failed);
-            }
+            Self::record(&mut g, &e);
         }
         drop(g);
         self.idle.notify_waiters();
+    }
+
+    /// Keeps the failure of data written behind elsewhere (an inline
+    /// file's bytes) for the next flush, close and fsync.
+    pub fn failed(&self, e: &ClientError) {
+        Self::record(&mut self.lock(), e);
+    }
+
+    fn record(g: &mut State, e: &ClientError) {
+        let failed = RemoteError::new(e.kind(), format!("write-behind failed: {e}"));
+        if g.for_fsync.is_none() {
+            g.for_fsync = Some(failed.clone());
+        }
+        if g.error.is_none() {
+            g.error = Some(failed);
+        }
     }
 
     /// Takes every buffered extent, marked in flight, to be written now.

@@ -36,7 +36,7 @@ impl Client {
         let file = self.open_file(ino);
         if let Some(f) = &file {
             // Reads see this client's own buffered writes: write them out first.
-            if f.wb.pending() {
+            if f.wb.pending() || f.inline_pending() {
                 self.drain(f).await?;
             }
         }
@@ -128,15 +128,21 @@ impl Client {
         let (guard, asked) = self
             .hold_for_io(&file, true, offset, end, needs_exclusive)
             .await?;
-        let dirty = if matches!(guard, IoGuard::Exclusive(_)) {
+        let inline = file.with(|s| s.attr.inline);
+        let dirty = if matches!(guard, IoGuard::Exclusive(_)) && inline && end <= INLINE_MAX {
+            if direct || !self.config.write_behind {
+                self.write_inline_now(&file, ino, offset, data).await?;
+                return Ok(len as u32);
+            }
+            self.buffer_inline(&file, offset, &data).await?
+        } else if matches!(guard, IoGuard::Exclusive(_)) {
+            if inline {
+                // What is buffered goes first: the conversion below reads
+                // the file's bytes from the shard.
+                self.drain_inline(&file).await?;
+            }
             let attr = file.with(|s| s.attr.clone());
             if attr.inline {
-                if end <= INLINE_MAX {
-                    let req = MetaRequest::WriteInline { ino, offset };
-                    let a = self.meta_attr(ino, req, data, "write inline").await?;
-                    file.with(|s| s.set_attr(a));
-                    return Ok(len as u32);
-                }
                 // A file this open created holds no inline bytes: its
                 // chunks are written at once, and the `Written` that
                 // commits them makes it chunked on the shard (which takes
@@ -276,6 +282,8 @@ impl Client {
     /// Writes out every buffered extent of the file and waits for all
     /// background writes; returns the first failure since the last report.
     pub(super) async fn drain(&self, file: &Arc<OpenFile>) -> Result<(), ClientError> {
+        // A failure is kept with the write-behind errors, reported below.
+        let _ = self.drain_inline(file).await;
         let extents = file.wb.take_all();
         if !extents.is_empty() {
             let f = file.with(|s| file_data(&s.attr));

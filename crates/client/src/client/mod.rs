@@ -1,9 +1,11 @@
 //! The file-system API of the native client: the [`Client`], its
 //! configuration and its plumbing to the metadata shards (this file), and
 //! its operations by noun: [`namespace`], [`open`] files, [`io`] of file
-//! data, [`orphans`] (unlinked files) and [`capacity`].
+//! data, the write-behind of data in the inode ([`inline`]), [`orphans`]
+//! (unlinked files) and [`capacity`].
 
 mod capacity;
+mod inline;
 mod io;
 mod namespace;
 mod open;
@@ -113,6 +115,9 @@ struct OpenFile {
     committing: tokio::sync::Mutex<()>,
     state: Mutex<FileState>,
     wb: WriteBehind,
+    /// Bytes written to the file while its data is in the inode, not yet
+    /// sent (`inline`).
+    inline: tokio::sync::Mutex<inline::InlineBuf>,
     ra: Mutex<ReadAhead>,
 }
 
@@ -199,6 +204,11 @@ impl OpenFile {
             Ok(mut s) => f(&mut s),
             Err(poisoned) => f(&mut poisoned.into_inner()),
         }
+    }
+
+    /// Whether inline bytes may be buffered (or on their way) here.
+    fn inline_pending(&self) -> bool {
+        self.inline.try_lock().map_or(true, |b| !b.is_empty())
     }
 }
 

@@ -146,6 +146,7 @@ impl Client {
                                 chunked_here: false,
                             }),
                             wb: WriteBehind::default(),
+                            inline: Default::default(),
                             ra: Mutex::new(ReadAhead::default()),
                         }),
                     );
@@ -333,7 +334,15 @@ impl Client {
     /// Moves an inline file's bytes into chunks, durably, before metadata says so.
     pub(super) async fn uninline(&self, attr: &Attr) -> Result<Attr, ClientError> {
         let ino = attr.ino;
-        let bytes = if attr.size == 0 {
+        // Bytes buffered here are part of what moves to the chunks.
+        let size = match self.open_file(ino) {
+            Some(f) => {
+                self.drain_inline(&f).await?;
+                f.with(|s| s.attr.size).max(attr.size)
+            }
+            None => attr.size,
+        };
+        let bytes = if size == 0 {
             Bytes::new()
         } else {
             match self
