@@ -1,15 +1,39 @@
 //! File-system capacity: the shards' counters and the NSDs' free space,
-//! for `statfs` and `weft df`.
+//! for `statfs` and `weft df` ([`StatFs`]), and the space one file takes
+//! ([`st_blocks`]).
 
 use bytes::Bytes;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{FsCounters, NAME_MAX};
+use weft_proto::types::{Attr, FileKind, FsCounters, NAME_MAX};
 use weft_proto::Response;
 
 use crate::cluster::unexpected;
 use crate::ClientError;
 
-use super::{Client, StatFs};
+use super::Client;
+
+/// File-system capacity for statfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub fragment_size: u32,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub avail_bytes: u64,
+    pub inodes: u64,
+    pub inodes_free: u64,
+    pub name_max: u32,
+}
+
+/// 512-byte units a file occupies: data in inode takes none; chunked data
+/// counts what its chunks take on the NSDs (whole subblocks, every copy;
+/// holes take none).
+pub fn st_blocks(attr: &Attr) -> u64 {
+    if attr.inline || attr.kind != FileKind::File {
+        return 0;
+    }
+    attr.allocated.div_ceil(512)
+}
 
 impl Client {
     /// Inode counters summed over the file system's shards.

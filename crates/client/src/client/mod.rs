@@ -1,216 +1,41 @@
-//! The file-system API of the native client: the [`Client`], its
-//! configuration and its plumbing to the metadata shards (this file), and
-//! its operations by noun: [`namespace`], [`open`] files, [`io`] of file
-//! data, the write-behind of data in the inode ([`inline`]), [`orphans`]
-//! (unlinked files) and [`capacity`].
+//! The file-system API of the native client: the [`Client`] and its
+//! caches (this file), its [`config`], its [`meta_call`]s to the metadata
+//! shards, the state of an [`open_file`], and its operations by noun:
+//! [`namespace`], [`open`] files, [`io`] of file data, the write-behind of
+//! data in the inode ([`inline`]), [`orphans`] (unlinked files) and
+//! [`capacity`].
 
 mod capacity;
+mod config;
 mod inline;
 mod io;
+mod meta_call;
 mod namespace;
 mod open;
+mod open_file;
 mod orphans;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
-use tokio::sync::RwLock;
-use weft_net::Peer;
 use weft_proto::config::FsInfo;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{ino_shard, Attr, FileKind, Ino, Timespec, NAME_MAX};
-use weft_proto::{ErrorKind, Request, Response};
+use weft_proto::types::{Attr, FileKind, Ino, NAME_MAX};
+use weft_proto::ErrorKind;
 
-use crate::cluster::{unexpected, Cluster};
-use crate::data::{DataPath, FileData};
+use crate::cluster::Cluster;
+use crate::data::DataPath;
 use crate::lease::LeaseKeeper;
 use crate::pagepool::{PagePool, PagePoolStats};
 use crate::reclaim::ReclaimQueue;
 use crate::tokens::{Invalidate, TokenKeeper};
-use crate::writeback::WriteBehind;
 use crate::ClientError;
 use io::block_key;
+use open_file::{file_data, FileState, IoGuard, OpenFile, ReadAhead};
 
-/// Closed files kept cached by default: GPFS's `maxFilesToCache` default.
-pub const FILES_TO_CACHE: usize = 4000;
-/// The most closed files a client may be told to keep: the shard notes a
-/// token for each.
-const MAX_FILES_TO_CACHE: usize = 1 << 20;
-
-/// File-system capacity for statfs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatFs {
-    pub block_size: u32,
-    pub fragment_size: u32,
-    pub total_bytes: u64,
-    pub free_bytes: u64,
-    pub avail_bytes: u64,
-    pub inodes: u64,
-    pub inodes_free: u64,
-    pub name_max: u32,
-}
-
-/// 512-byte units a file occupies: data in inode takes none; chunked data
-/// counts what its chunks take on the NSDs (whole subblocks, every copy;
-/// holes take none).
-pub fn st_blocks(attr: &Attr) -> u64 {
-    if attr.inline || attr.kind != FileKind::File {
-        return 0;
-    }
-    attr.allocated.div_ceil(512)
-}
-
-/// What the client knows of a file it has open.
-struct FileState {
-    opens: u32,
-    attr: Attr,
-    /// Highest end written to chunks whose size is not yet in metadata.
-    pending_end: u64,
-    pending_mtime: Option<Timespec>,
-    /// Writes taken so far (counted once their bytes are buffered or sent):
-    /// an fsync that saw this count before it made the data durable tells
-    /// the shard so, if no write came after (`Written { synced }`).
-    writes: u64,
-    /// Allocation changes the NSDs answered that metadata does not have yet.
-    pending_alloc: i64,
-    /// Chunks past the known size were cleared: gap writes need no cleanup.
-    tail_clean: bool,
-    /// Created by this open and never uninlined: no chunk of this
-    /// incarnation can exist, so uninlining has nothing to clear first.
-    fresh: bool,
-    /// This client wrote chunks of a file the shard still holds as inline
-    /// and empty (a file this open created, written past the inline limit
-    /// at once): its next `Written` makes it chunked on the shard. Until
-    /// then the shard's answers say inline, and [`FileState::set_attr`]
-    /// keeps the file chunked here.
-    chunked_here: bool,
-}
-
-impl FileState {
-    /// Takes the shard's view of the file's attributes (its size possibly
-    /// raised by what is pending here).
-    fn set_attr(&mut self, mut a: Attr) {
-        if self.chunked_here {
-            // Inline on the shard until this client's `Written`; no other
-            // client writes the file meanwhile without this one's data
-            // token, which it gives up only after that `Written`.
-            if a.inline && a.gen == self.attr.gen {
-                a.inline = false;
-            } else {
-                self.chunked_here = false;
-            }
-        }
-        self.attr = a;
-    }
-}
-
-struct OpenFile {
-    /// Shared by writes and reads; exclusive for inline conversion and truncate.
-    lock: RwLock<()>,
-    /// Held by a commit from taking the pending size, mtime and allocation
-    /// until the shard's answer is applied, and by a `getattr` from its
-    /// request until its overlay: a stat never sees the shard's attributes
-    /// from before a commit without the pending changes the commit took.
-    committing: tokio::sync::Mutex<()>,
-    state: Mutex<FileState>,
-    wb: WriteBehind,
-    /// Bytes written to the file while its data is in the inode, not yet
-    /// sent (`inline`).
-    inline: tokio::sync::Mutex<inline::InlineBuf>,
-    ra: Mutex<ReadAhead>,
-}
-
-/// The lock of an open file held for a read or a write.
-#[allow(dead_code)] // held for its drop
-enum IoGuard<'a> {
-    Shared(tokio::sync::RwLockReadGuard<'a, ()>),
-    Exclusive(tokio::sync::RwLockWriteGuard<'a, ()>),
-}
-
-/// Sequential-read detection of one open file.
-#[derive(Default)]
-struct ReadAhead {
-    /// Where the next read would start if the reader streams.
-    next: u64,
-    /// Reads in a row near `next`.
-    streak: u32,
-}
-
-/// Tunables of the client's data path.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Bytes of block cache (read-ahead) and write-behind budget.
-    pub pagepool: u64,
-    /// Blocks read ahead of a sequential reader.
-    pub prefetch_blocks: u32,
-    /// Gather writes in memory and write full blocks in the background.
-    pub write_behind: bool,
-    /// Take part in tokens (see `tokens`): poll the metadata nodes for what
-    /// they revoke, and so get tokens. Off, nothing this client caches is
-    /// revoked and no change waits for it.
-    pub tokens: bool,
-    /// Closed files whose data tokens and cached blocks are kept for a
-    /// reopen (GPFS's `maxFilesToCache`; see `kept`); 0 keeps none.
-    pub files_to_cache: usize,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            pagepool: 1 << 30,
-            prefetch_blocks: 8,
-            write_behind: true,
-            tokens: true,
-            files_to_cache: FILES_TO_CACHE,
-        }
-    }
-}
-
-impl ClientConfig {
-    /// Refuses values that cannot work, naming the field.
-    pub fn validate(&self) -> Result<(), ClientError> {
-        if self.pagepool < 16 << 20 {
-            return Err(ClientError::local(
-                ErrorKind::Invalid,
-                format!(
-                    "pagepool of {} bytes is below the 16 MiB minimum",
-                    self.pagepool
-                ),
-            ));
-        }
-        if self.prefetch_blocks > 256 {
-            return Err(ClientError::local(
-                ErrorKind::Invalid,
-                format!("prefetch_blocks {} is above 256", self.prefetch_blocks),
-            ));
-        }
-        if self.files_to_cache > MAX_FILES_TO_CACHE {
-            return Err(ClientError::local(
-                ErrorKind::Invalid,
-                format!(
-                    "files_to_cache {} is above {MAX_FILES_TO_CACHE}",
-                    self.files_to_cache
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl OpenFile {
-    fn with<R>(&self, f: impl FnOnce(&mut FileState) -> R) -> R {
-        match self.state.lock() {
-            Ok(mut s) => f(&mut s),
-            Err(poisoned) => f(&mut poisoned.into_inner()),
-        }
-    }
-
-    /// Whether inline bytes may be buffered (or on their way) here.
-    fn inline_pending(&self) -> bool {
-        self.inline.try_lock().map_or(true, |b| !b.is_empty())
-    }
-}
+pub use capacity::{st_blocks, StatFs};
+pub use config::ClientConfig;
 
 pub struct Client {
     cluster: Arc<Cluster>,
@@ -234,14 +59,6 @@ pub struct Client {
     pub(crate) kept: crate::kept::Kept,
     /// This client, for the tasks it starts.
     me: Weak<Client>,
-}
-
-fn file_data(a: &Attr) -> FileData {
-    FileData {
-        ino: a.ino,
-        gen: a.gen,
-        layout: a.layout,
-    }
 }
 
 impl Client {
@@ -410,153 +227,6 @@ impl Client {
                 rt.spawn(task(me));
             }
             _ => tracing::warn!("no runtime to {what}"),
-        }
-    }
-
-    pub(crate) fn meta_peer(&self, ino: Ino) -> Result<Arc<Peer>, ClientError> {
-        self.cluster.shard_peer(&self.fs, ino_shard(ino))
-    }
-
-    pub(crate) async fn meta(
-        &self,
-        route: Ino,
-        req: MetaRequest,
-        data: Bytes,
-    ) -> Result<(Response, Bytes), ClientError> {
-        if self.config.tokens && self.tokens.not_started() {
-            if let Some(me) = self.me.upgrade() {
-                for heard in self.tokens.start(&me) {
-                    // A node that does not answer is polled on in the
-                    // background.
-                    let _ = tokio::time::timeout(crate::tokens::FIRST_POLL_WAIT, heard).await;
-                }
-            }
-        }
-        // A request about a name goes to the name's bucket of a split
-        // directory; one the directory refuses as `Moved` is resent there.
-        let mut moved = 0;
-        loop {
-            let mut sent = req.clone();
-            let to = self.splits.rewrite(&mut sent).unwrap_or(route);
-            match self.meta_once(to, sent, data.clone()).await {
-                Err(ClientError::Net(weft_net::NetError::Remote(e)))
-                    if e.kind == ErrorKind::Moved && moved < 3 =>
-                {
-                    moved += 1;
-                    for dir in crate::split::SplitDirs::dirs_of(&req) {
-                        self.learn_buckets(dir).await?;
-                    }
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Asks `dir`'s shard for its buckets (see `split`).
-    pub(crate) async fn learn_buckets(&self, dir: Ino) -> Result<(), ClientError> {
-        if self.splits.buckets(dir).is_some() {
-            return Ok(());
-        }
-        match self
-            .meta_once(dir, MetaRequest::Buckets { dir }, Bytes::new())
-            .await?
-        {
-            (Response::Buckets(list), _) => {
-                self.splits.learn(dir, list);
-                Ok(())
-            }
-            (other, _) => Err(unexpected(&*self.meta_peer(dir)?, "buckets", &other)),
-        }
-    }
-
-    /// One request to the shard of `route`, as it is.
-    async fn meta_once(
-        &self,
-        route: Ino,
-        req: MetaRequest,
-        data: Bytes,
-    ) -> Result<(Response, Bytes), ClientError> {
-        let shard = ino_shard(route);
-        let answer = self
-            .cluster
-            .call_shard(
-                &self.fs,
-                shard,
-                Request::Meta {
-                    fs: self.fs.id,
-                    shard,
-                    req: req.clone(),
-                    cred: crate::caller::current(),
-                },
-                data,
-            )
-            .await;
-        match answer.result {
-            Err(weft_net::NetError::Remote(e)) if answer.unsure => {
-                self.after_unsure(route, req, e).await
-            }
-            other => Ok(other?),
-        }
-    }
-
-    /// A change sent again after a replicated shard changed leaders, whose
-    /// first attempt may have been done: an `Exists` to a create is taken
-    /// as that attempt (the file is looked up), a `NotFound` to a removal
-    /// or a rename as done (a rename that replaced a file then leaves that
-    /// file's inode to the orphan sweep); any other refusal stands.
-    async fn after_unsure(
-        &self,
-        route: Ino,
-        req: MetaRequest,
-        e: weft_proto::RemoteError,
-    ) -> Result<(Response, Bytes), ClientError> {
-        tracing::info!(route, error = %e, "a change was resent after a leader change");
-        match (&req, e.kind) {
-            (
-                MetaRequest::Create { parent, name, .. }
-                | MetaRequest::CreateMasked { parent, name, .. },
-                ErrorKind::Exists,
-            ) => {
-                let lookup = MetaRequest::Lookup {
-                    parent: *parent,
-                    name: name.clone(),
-                };
-                Box::pin(self.meta_once(route, lookup, Bytes::new())).await
-            }
-            (MetaRequest::Unlink { .. }, ErrorKind::NotFound) => {
-                Ok((Response::Unlinked { orphan: None }, Bytes::new()))
-            }
-            (MetaRequest::Rmdir { .. }, ErrorKind::NotFound) => Ok((Response::Unit, Bytes::new())),
-            // The source name is gone: the first attempt moved it.
-            (MetaRequest::Rename { .. }, ErrorKind::NotFound) => {
-                Ok((Response::Renamed { orphan: None }, Bytes::new()))
-            }
-            _ => Err(weft_net::NetError::Remote(e).into()),
-        }
-    }
-
-    pub(crate) async fn meta_attr(
-        &self,
-        route: Ino,
-        req: MetaRequest,
-        data: Bytes,
-        what: &'static str,
-    ) -> Result<Attr, ClientError> {
-        match self.meta(route, req, data).await? {
-            (Response::Attr(a), _) => Ok(a),
-            (other, _) => Err(unexpected(&*self.meta_peer(route)?, what, &other)),
-        }
-    }
-
-    pub(crate) async fn meta_unit(
-        &self,
-        route: Ino,
-        req: MetaRequest,
-        what: &'static str,
-    ) -> Result<(), ClientError> {
-        match self.meta(route, req, Bytes::new()).await? {
-            (Response::Unit, _) => Ok(()),
-            (other, _) => Err(unexpected(&*self.meta_peer(route)?, what, &other)),
         }
     }
 
