@@ -2,38 +2,35 @@
 //! each a few lines that translate arguments, run the client call (on the
 //! tokio runtime, on the runtime's blocking pool, or on this FUSE thread:
 //! see the crate's header and `request.rs`) and reply from it. The longer
-//! answers live by what they serve: directory listings in `listing.rs`,
-//! opens and creates in `open.rs`, the init negotiation in `kernel.rs`.
+//! answers live by what they serve: names made and removed in `names.rs`,
+//! opens and creates in `open.rs`, reads, writes, `fallocate` and `lseek`
+//! in `data.rs`, closes in `close.rs`, open directories and their listings
+//! in `listing.rs`, byte-range locks in `locks.rs`, extended attributes in
+//! `xattr.rs`, `statfs` in `statfs.rs`, the init negotiation in `kernel.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags,
-    INodeNo, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, INodeNo,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
     RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 use weft_client::Client;
-use weft_proto::types::{LockKind, LockReply, NewNode, SetAttr};
+use weft_proto::types::SetAttr;
 
-use crate::args;
 use crate::attr::TTL;
-use crate::dir::DirStream;
 use crate::errno::reply_errno;
-use crate::locks::{self, LockOwners};
-use crate::request::{
-    counted_here, name_bytes, op_span, reply_empty, reply_entry, reply_xattr, time_set,
-};
+use crate::locks::LockOwners;
+use crate::request::{name_bytes, op_span, reply_empty, reply_entry, time_set};
 use crate::shared::Shared;
 
 /// The Weft file system as `fuser` sees it.
@@ -147,27 +144,7 @@ impl Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let span = op_span("mknod", req, parent.0);
-        let node = match args::mknod_node(mode, rdev) {
-            Ok(node) => node,
-            Err(errno) => {
-                span.in_scope(|| tracing::debug!(mode, "mknod of an unsupported file type"));
-                return reply.error(errno);
-            }
-        };
-        let (name, perm, uid, gid) = (
-            name_bytes(name),
-            args::requested_perm(mode),
-            req.uid(),
-            req.gid(),
-        );
-        self.spawn(span, move |st| async move {
-            let res = st
-                .client
-                .create_masked(parent.0, &name, node, perm, umask, uid, gid)
-                .await;
-            reply_entry(&st, "mknod", parent.0, res, reply);
-        });
+        self.make_node(req, parent, name, mode, umask, rdev, reply);
     }
 
     fn mkdir(
@@ -179,40 +156,15 @@ impl Filesystem for WeftFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (name, perm, uid, gid) = (
-            name_bytes(name),
-            args::requested_perm(mode),
-            req.uid(),
-            req.gid(),
-        );
-        self.spawn(op_span("mkdir", req, parent.0), move |st| async move {
-            let res = st
-                .client
-                .create_masked(parent.0, &name, NewNode::Dir, perm, umask, uid, gid)
-                .await;
-            reply_entry(&st, "mkdir", parent.0, res, reply);
-        });
+        self.make_dir(req, parent, name, mode, umask, reply);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name_bytes(name);
-        // The name goes on this thread; the file (its chunks, its inode) is
-        // freed in the background, in batches (statfs waits for them).
-        self.run_here(op_span("unlink", req, parent.0), move |st| async move {
-            let res = st.client.unlink_name(parent.0, &name).await;
-            if let Ok(Some(orphan)) = &res {
-                st.client.free_orphan_later(orphan.clone());
-            }
-            reply_empty("unlink", parent.0, res.map(|_| ()), reply);
-        });
+        self.remove_name(req, parent, name, reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name_bytes(name);
-        self.spawn(op_span("rmdir", req, parent.0), move |st| async move {
-            let res = st.client.rmdir(parent.0, &name).await;
-            reply_empty("rmdir", parent.0, res, reply);
-        });
+        self.remove_dir(req, parent, name, reply);
     }
 
     fn symlink(
@@ -223,17 +175,7 @@ impl Filesystem for WeftFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let node = NewNode::Symlink {
-            target: target.as_os_str().as_bytes().to_vec(),
-        };
-        let (name, uid, gid) = (name_bytes(link_name), req.uid(), req.gid());
-        self.spawn(op_span("symlink", req, parent.0), move |st| async move {
-            let res = st
-                .client
-                .create(parent.0, &name, node, 0o777, uid, gid)
-                .await;
-            reply_entry(&st, "symlink", parent.0, res, reply);
-        });
+        self.make_symlink(req, parent, link_name, target, reply);
     }
 
     fn rename(
@@ -246,22 +188,7 @@ impl Filesystem for WeftFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let span = op_span("rename", req, parent.0);
-        let mode = match args::rename_mode(flags.bits()) {
-            Ok(mode) => mode,
-            Err(errno) => {
-                span.in_scope(|| tracing::debug!(flags = flags.bits(), "unsupported rename flags"));
-                return reply.error(errno);
-            }
-        };
-        let (name, newname) = (name_bytes(name), name_bytes(newname));
-        self.spawn(span, move |st| async move {
-            let res = st
-                .client
-                .rename(parent.0, &name, newparent.0, &newname, mode)
-                .await;
-            reply_empty("rename", parent.0, res, reply);
-        });
+        self.move_name(req, parent, name, newparent, newname, flags, reply);
     }
 
     fn link(
@@ -272,28 +199,11 @@ impl Filesystem for WeftFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let newname = name_bytes(newname);
-        self.spawn(op_span("link", req, ino.0), move |st| async move {
-            let res = st.client.link(ino.0, newparent.0, &newname).await;
-            reply_entry(&st, "link", ino.0, res, reply);
-        });
+        self.make_link(req, ino, newparent, newname, reply);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let truncate = args::open_truncates(flags.0);
-        let span = op_span("open", req, ino.0);
-        let open = move |st: Arc<Shared>| async move {
-            match st.open(ino.0, None, truncate).await {
-                Ok(_) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
-                Err(e) => reply.error(reply_errno("open", ino.0, &e)),
-            }
-        };
-        // O_TRUNC deletes chunks on the NSDs: not on the FUSE thread.
-        if truncate {
-            self.spawn(span, open);
-        } else {
-            self.run_here(span, open);
-        }
+        self.open_file(req, ino, flags, reply);
     }
 
     fn read(
@@ -307,31 +217,7 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let first_read =
-            flags.0 & libc::O_NOATIME == 0 && size > 0 && self.shared.read_fhs().insert(fh.0);
-        let op = Self::data_op("read", req, ino, offset, size as usize);
-        let direct = flags.0 & libc::O_DIRECT != 0;
-        let serve = move |st: Arc<Shared>| async move {
-            // Relatime: the first read through a handle may move the atime.
-            if first_read {
-                st.client.touch_atime(ino.0);
-            }
-            let res = st.client.read_with(ino.0, offset, size, direct).await;
-            match res {
-                Ok(data) => {
-                    tracing::debug!(bytes = data.len(), "read answered");
-                    st.metrics.read_bytes.inc_by(data.len() as u64);
-                    weft_metrics::global().totals.fs_read(data.len() as u64);
-                    reply.data(&data)
-                }
-                Err(e) => reply.error(reply_errno("read", ino.0, &e)),
-            }
-        };
-        if direct {
-            self.run_blocking(op, serve);
-        } else {
-            self.spawn(op, serve);
-        }
+        self.read_data(req, ino, fh, offset, size, flags, reply);
     }
 
     fn write(
@@ -346,28 +232,7 @@ impl Filesystem for WeftFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // fuser reuses its request buffer, so the data is copied once here.
-        let data = Bytes::copy_from_slice(data);
-        let op = Self::data_op("write", req, ino, offset, data.len());
-        let direct = flags.0 & libc::O_DIRECT != 0;
-        let serve = move |st: Arc<Shared>| async move {
-            match st.client.write_with(ino.0, offset, data, direct).await {
-                Ok(written) => {
-                    st.metrics.written_bytes.inc_by(u64::from(written));
-                    weft_metrics::global().totals.fs_written(u64::from(written));
-                    reply.written(written)
-                }
-                Err(e) => reply.error(reply_errno("write", ino.0, &e)),
-            }
-        };
-        if direct {
-            self.run_blocking(op, serve);
-        } else {
-            // A spawned task costs two hand-offs and, on a busy machine, a
-            // wait for a worker behind the background block writes
-            // (docs/performance-io500-hard.md).
-            self.run_here_to_end(op, serve);
-        }
+        self.write_data(req, ino, offset, data, flags, reply);
     }
 
     /// A close: commits pending writes, and drops the fcntl locks the
@@ -380,16 +245,7 @@ impl Filesystem for WeftFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let locked = self.shared.lock_owners.take(ino.0, lock_owner.0);
-        self.run_here(op_span("flush", req, ino.0), move |st| async move {
-            let res = st.client.flush(ino.0).await;
-            let unlocked = if locked {
-                st.client.release_locks(ino.0, lock_owner.0).await
-            } else {
-                Ok(())
-            };
-            reply_empty("flush", ino.0, res.and(unlocked), reply);
-        });
+        self.flush_close(req, ino, lock_owner, reply);
     }
 
     fn release(
@@ -402,24 +258,7 @@ impl Filesystem for WeftFs {
         flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.shared.read_fhs().remove(&fh.0);
-        // flock and OFD locks belong to the open file description.
-        let owners = self.shared.lock_owners.take_handle(ino.0, fh.0);
-        self.run_here(op_span("release", req, ino.0), move |st| async move {
-            let flushed = if flush {
-                st.client.flush(ino.0).await
-            } else {
-                Ok(())
-            };
-            let mut unlocked = Ok(());
-            for owner in owners {
-                unlocked = unlocked.and(st.client.release_locks(ino.0, owner).await);
-            }
-            let flushed = flushed.and(unlocked);
-            // Release even if the flush failed: the open count must drop.
-            let released = st.client.release(ino.0).await;
-            reply_empty("release", ino.0, flushed.and(released), reply);
-        });
+        self.release_file(req, ino, fh, flush, reply);
     }
 
     fn fsync(
@@ -437,13 +276,7 @@ impl Filesystem for WeftFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let _span = op_span("opendir", req, ino.0).span.entered();
-        counted_here(&self.shared, "opendir");
-        let fh = self.shared.new_fh();
-        self.shared
-            .dirs()
-            .insert(fh, Arc::new(tokio::sync::Mutex::new(DirStream::new())));
-        reply.opened(FileHandle(fh), FopenFlags::empty());
+        self.open_dir(req, ino, reply);
     }
 
     fn readdir(
@@ -454,14 +287,7 @@ impl Filesystem for WeftFs {
         offset: u64,
         reply: ReplyDirectory,
     ) {
-        let span = op_span("readdir", req, ino.0);
-        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
-            span.in_scope(|| tracing::debug!(fh = fh.0, "readdir on an unknown handle"));
-            return reply.error(Errno::EBADF);
-        };
-        self.spawn(span, move |st| {
-            crate::listing::readdir(st, ino, offset, stream, reply)
-        });
+        self.read_dir(req, ino, fh, offset, reply);
     }
 
     fn readdirplus(
@@ -472,14 +298,7 @@ impl Filesystem for WeftFs {
         offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        let span = op_span("readdirplus", req, ino.0);
-        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
-            span.in_scope(|| tracing::debug!(fh = fh.0, "readdirplus on an unknown handle"));
-            return reply.error(Errno::EBADF);
-        };
-        self.spawn(span, move |st| {
-            crate::listing::readdirplus(st, ino, offset, stream, reply)
-        });
+        self.read_dir_plus(req, ino, fh, offset, reply);
     }
 
     fn releasedir(
@@ -490,10 +309,7 @@ impl Filesystem for WeftFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        let _span = op_span("releasedir", req, ino.0).span.entered();
-        counted_here(&self.shared, "releasedir");
-        self.shared.dirs().remove(&fh.0);
-        reply.ok();
+        self.release_dir(req, ino, fh, reply);
     }
 
     /// Every directory change is committed by its own metadata transaction
@@ -513,30 +329,7 @@ impl Filesystem for WeftFs {
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        self.spawn(op_span("statfs", req, ino.0), move |st| async move {
-            match st.client.statfs().await {
-                Ok(s) => {
-                    // statvfs counts blocks in fragment-size units.
-                    let frsize = if s.fragment_size == 0 {
-                        4096
-                    } else {
-                        s.fragment_size
-                    };
-                    let units = |bytes: u64| bytes / u64::from(frsize);
-                    reply.statfs(
-                        units(s.total_bytes),
-                        units(s.free_bytes),
-                        units(s.avail_bytes),
-                        s.inodes,
-                        s.inodes_free,
-                        s.block_size,
-                        s.name_max,
-                        frsize,
-                    );
-                }
-                Err(e) => reply.error(reply_errno("statfs", ino.0, &e)),
-            }
-        });
+        self.stat_fs(req, ino, reply);
     }
 
     fn setxattr(
@@ -549,54 +342,21 @@ impl Filesystem for WeftFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let span = op_span("setxattr", req, ino.0);
-        let mode = match args::xattr_mode(flags) {
-            Ok(mode) => mode,
-            Err(errno) => {
-                span.in_scope(|| tracing::debug!(flags, "unsupported setxattr flags"));
-                return reply.error(errno);
-            }
-        };
-        let (name, value) = (name_bytes(name), value.to_vec());
-        self.spawn(span, move |st| async move {
-            let res = st.client.setxattr(ino.0, &name, &value, mode).await;
-            reply_empty("setxattr", ino.0, res, reply);
-        });
+        self.set_xattr(req, ino, name, value, flags, reply);
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let name = name_bytes(name);
-        self.spawn(op_span("getxattr", req, ino.0), move |st| async move {
-            match st.client.getxattr(ino.0, &name).await {
-                Ok(value) => reply_xattr(&value, size, reply),
-                Err(e) => reply.error(reply_errno("getxattr", ino.0, &e)),
-            }
-        });
+        self.get_xattr(req, ino, name, size, reply);
     }
 
     /// Names in the `trusted.` namespace are listed to root only, as ext4
     /// does (the kernel already refuses them to others).
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let privileged = req.uid() == 0;
-        self.spawn(op_span("listxattr", req, ino.0), move |st| async move {
-            match st.client.listxattr(ino.0).await {
-                Ok(mut names) => {
-                    if !privileged {
-                        names.retain(|n| !n.starts_with(b"trusted."));
-                    }
-                    reply_xattr(&args::xattr_list(&names), size, reply)
-                }
-                Err(e) => reply.error(reply_errno("listxattr", ino.0, &e)),
-            }
-        });
+        self.list_xattr(req, ino, size, reply);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let name = name_bytes(name);
-        self.spawn(op_span("removexattr", req, ino.0), move |st| async move {
-            let res = st.client.removexattr(ino.0, &name).await;
-            reply_empty("removexattr", ino.0, res, reply);
-        });
+        self.remove_xattr(req, ino, name, reply);
     }
 
     /// With `default_permissions` the kernel checks modes itself and does not
@@ -619,24 +379,7 @@ impl Filesystem for WeftFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let (name, perm, uid, gid) = (
-            name_bytes(name),
-            args::requested_perm(mode),
-            req.uid(),
-            req.gid(),
-        );
-        let new = crate::open::NewFile {
-            parent: parent.0,
-            name,
-            perm,
-            umask,
-            uid,
-            gid,
-            flags,
-        };
-        self.run_here(op_span("create", req, parent.0), move |st| {
-            crate::open::create(st, new, reply)
-        });
+        self.create_file(req, parent, name, mode, umask, flags, reply);
     }
 
     /// No Weft ioctls exist; ENOTTY is what `isatty(3)` and friends expect.
@@ -679,18 +422,7 @@ impl Filesystem for WeftFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let span = op_span("fallocate", req, ino.0);
-        let how = match args::allocate(mode) {
-            Ok(how) => how,
-            Err(errno) => {
-                span.in_scope(|| tracing::debug!(mode, "unsupported fallocate mode"));
-                return reply.error(errno);
-            }
-        };
-        self.spawn(span, move |st| async move {
-            let res = st.client.fallocate(ino.0, offset, length, how).await;
-            reply_empty("fallocate", ino.0, res, reply);
-        });
+        self.allocate_data(req, ino, offset, length, mode, reply);
     }
 
     fn getlk(
@@ -705,21 +437,7 @@ impl Filesystem for WeftFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let span = op_span("getlk", req, ino.0);
-        let kind = match locks::lock_kind(typ) {
-            Ok(kind) => kind,
-            Err(errno) => return reply.error(errno),
-        };
-        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
-        self.spawn(span, move |st| async move {
-            match st.client.getlk(ino.0, lock).await {
-                Ok(LockReply::Granted) => reply.locked(start, end, libc::F_UNLCK, 0),
-                Ok(LockReply::Conflict(l)) => {
-                    reply.locked(l.start, l.end, locks::lock_type(l.kind), l.pid)
-                }
-                Err(e) => reply.error(reply_errno("getlk", ino.0, &e)),
-            }
-        });
+        self.query_lock(req, ino, lock_owner, start, end, typ, pid, reply);
     }
 
     fn setlk(
@@ -735,22 +453,7 @@ impl Filesystem for WeftFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let span = op_span("setlk", req, ino.0);
-        let kind = match locks::lock_kind(typ) {
-            Ok(kind) => kind,
-            Err(errno) => return reply.error(errno),
-        };
-        if kind != LockKind::Unlock {
-            self.shared.lock_owners.note(ino.0, fh.0, lock_owner.0);
-        }
-        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
-        let tid = req.pid();
-        self.spawn(span, move |st| async move {
-            match locks::set_lock(&st.client, ino.0, lock, sleep, tid).await {
-                Ok(()) => reply.ok(),
-                Err(errno) => reply.error(errno),
-            }
-        });
+        self.change_lock(req, ino, fh, lock_owner, start, end, typ, pid, sleep, reply);
     }
 
     fn lseek(
@@ -762,25 +465,7 @@ impl Filesystem for WeftFs {
         whence: i32,
         reply: ReplyLseek,
     ) {
-        // The kernel asks only for SEEK_DATA and SEEK_HOLE; it handles the rest.
-        let data = match whence {
-            libc::SEEK_DATA => true,
-            libc::SEEK_HOLE => false,
-            _ => return reply.error(Errno::EINVAL),
-        };
-        let Ok(offset) = u64::try_from(offset) else {
-            return reply.error(Errno::ENXIO);
-        };
-        self.spawn(op_span("lseek", req, ino.0), move |st| async move {
-            match st.client.seek(ino.0, offset, data).await {
-                Ok(Some(at)) => match i64::try_from(at) {
-                    Ok(at) => reply.offset(at),
-                    Err(_) => reply.error(Errno::EOVERFLOW),
-                },
-                Ok(None) => reply.error(Errno::ENXIO),
-                Err(e) => reply.error(reply_errno("lseek", ino.0, &e)),
-            }
-        });
+        self.seek_data(req, ino, offset, whence, reply);
     }
 
     fn copy_file_range(

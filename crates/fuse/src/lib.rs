@@ -66,6 +66,8 @@
 mod args;
 mod attr;
 mod caller;
+mod close;
+mod data;
 mod dir;
 mod errno;
 mod error;
@@ -75,10 +77,13 @@ mod kernel;
 mod listing;
 mod locks;
 mod mount;
+mod names;
 mod open;
 mod request;
 mod revoke;
 mod shared;
+mod statfs;
+mod xattr;
 
 pub use attr::TTL;
 pub use errno::errno;

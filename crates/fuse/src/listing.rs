@@ -1,4 +1,5 @@
-//! Directory listings answered to the kernel: `readdir` and `readdirplus`
+//! Directory listings answered to the kernel: `opendir` gives a handle its
+//! [`DirStream`] and `releasedir` drops it; `readdir` and `readdirplus`
 //! fill the kernel's buffer from an open directory's [`DirStream`], which
 //! fetches pages from the client as the kernel reads past them.
 
@@ -7,13 +8,18 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use fuser::{FileType, Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
+use fuser::{
+    Errno, FileHandle, FileType, FopenFlags, Generation, INodeNo, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyOpen, Request,
+};
 
 use weft_client::ClientError;
 
 use crate::attr::{file_type, TTL};
 use crate::dir::{DirStream, Slot};
 use crate::errno::reply_errno;
+use crate::fs::WeftFs;
+use crate::request::{counted_here, op_span};
 use crate::shared::Shared;
 
 /// An open directory's listing state.
@@ -116,5 +122,70 @@ fn dot_attr(ino: INodeNo, blksize: u32) -> fuser::FileAttr {
         rdev: 0,
         blksize,
         flags: 0,
+    }
+}
+
+impl WeftFs {
+    /// `opendir`: a new handle with an empty listing.
+    pub(crate) fn open_dir(&self, req: &Request, ino: INodeNo, reply: ReplyOpen) {
+        let _span = op_span("opendir", req, ino.0).span.entered();
+        counted_here(&self.shared, "opendir");
+        let fh = self.shared.new_fh();
+        self.shared
+            .dirs()
+            .insert(fh, Arc::new(tokio::sync::Mutex::new(DirStream::new())));
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    /// `readdir` of the listing of handle `fh`.
+    pub(crate) fn read_dir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectory,
+    ) {
+        let span = op_span("readdir", req, ino.0);
+        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
+            span.in_scope(|| tracing::debug!(fh = fh.0, "readdir on an unknown handle"));
+            return reply.error(Errno::EBADF);
+        };
+        self.spawn(span, move |st| {
+            crate::listing::readdir(st, ino, offset, stream, reply)
+        });
+    }
+
+    /// `readdirplus` of the listing of handle `fh`.
+    pub(crate) fn read_dir_plus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        reply: ReplyDirectoryPlus,
+    ) {
+        let span = op_span("readdirplus", req, ino.0);
+        let Some(stream) = self.shared.dirs().get(&fh.0).cloned() else {
+            span.in_scope(|| tracing::debug!(fh = fh.0, "readdirplus on an unknown handle"));
+            return reply.error(Errno::EBADF);
+        };
+        self.spawn(span, move |st| {
+            crate::listing::readdirplus(st, ino, offset, stream, reply)
+        });
+    }
+
+    /// `releasedir`: drops the handle's listing.
+    pub(crate) fn release_dir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        reply: ReplyEmpty,
+    ) {
+        let _span = op_span("releasedir", req, ino.0).span.entered();
+        counted_here(&self.shared, "releasedir");
+        self.shared.dirs().remove(&fh.0);
+        reply.ok();
     }
 }

@@ -1,4 +1,5 @@
-//! Byte-range locks (fcntl, OFD) and flock(2) locks through the meta role.
+//! Byte-range locks (fcntl, OFD) and flock(2) locks through the meta role,
+//! and the `getlk`/`setlk` callbacks that ask for them.
 //!
 //! The adapter asks the kernel for `FUSE_POSIX_LOCKS`, so `F_GETLK`,
 //! `F_SETLK` and `F_SETLKW` arrive as `getlk`/`setlk` with the kernel's lock
@@ -33,11 +34,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fuser::Errno;
+use fuser::{Errno, FileHandle, INodeNo, LockOwner, ReplyEmpty, ReplyLock, Request};
 use weft_client::Client;
 use weft_proto::types::{ByteLock, Ino, LockKind, LockReply};
 
 use crate::errno::reply_errno;
+use crate::fs::WeftFs;
+use crate::request::op_span;
 
 /// First and longest pause between two tries of a waiting `F_SETLKW`.
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
@@ -150,6 +153,71 @@ pub(crate) async fn set_lock(
             }
             Err(e) => return Err(reply_errno("setlk", ino, &e)),
         }
+    }
+}
+
+impl WeftFs {
+    /// `getlk`: the lock that would conflict with the one asked about.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn query_lock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let span = op_span("getlk", req, ino.0);
+        let kind = match lock_kind(typ) {
+            Ok(kind) => kind,
+            Err(errno) => return reply.error(errno),
+        };
+        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
+        self.spawn(span, move |st| async move {
+            match st.client.getlk(ino.0, lock).await {
+                Ok(LockReply::Granted) => reply.locked(start, end, libc::F_UNLCK, 0),
+                Ok(LockReply::Conflict(l)) => {
+                    reply.locked(l.start, l.end, lock_type(l.kind), l.pid)
+                }
+                Err(e) => reply.error(reply_errno("getlk", ino.0, &e)),
+            }
+        });
+    }
+
+    /// `setlk`: takes or drops a lock, waiting (`sleep`) for conflicting ones.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn change_lock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let span = op_span("setlk", req, ino.0);
+        let kind = match lock_kind(typ) {
+            Ok(kind) => kind,
+            Err(errno) => return reply.error(errno),
+        };
+        if kind != LockKind::Unlock {
+            self.shared.lock_owners.note(ino.0, fh.0, lock_owner.0);
+        }
+        let lock = self.shared.byte_lock(lock_owner, pid, kind, start, end);
+        let tid = req.pid();
+        self.spawn(span, move |st| async move {
+            match set_lock(&st.client, ino.0, lock, sleep, tid).await {
+                Ok(()) => reply.ok(),
+                Err(errno) => reply.error(errno),
+            }
+        });
     }
 }
 

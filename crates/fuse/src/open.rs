@@ -1,10 +1,11 @@
-//! Opening files: an open registered with the client (and O_TRUNC's
-//! truncation), and `create`, which makes a file and opens it, or opens the
-//! one another node made meanwhile.
+//! Opening files: `open`, an open registered with the client (and O_TRUNC's
+//! truncation, off the FUSE thread), and `create`, which makes a file and
+//! opens it, or opens the one another node made meanwhile.
 
+use std::ffi::OsStr;
 use std::sync::Arc;
 
-use fuser::{Errno, FileHandle, Generation, ReplyCreate};
+use fuser::{Errno, FileHandle, Generation, INodeNo, OpenFlags, ReplyCreate, ReplyOpen, Request};
 use weft_client::ClientError;
 use weft_proto::types::{Attr, FileKind, Ino, SetAttr};
 use weft_proto::ErrorKind;
@@ -12,6 +13,8 @@ use weft_proto::ErrorKind;
 use crate::args;
 use crate::attr::TTL;
 use crate::errno::reply_errno;
+use crate::fs::WeftFs;
+use crate::request::{name_bytes, op_span};
 use crate::shared::Shared;
 
 impl Shared {
@@ -114,4 +117,62 @@ pub(crate) async fn create(st: Arc<Shared>, new: NewFile, reply: ReplyCreate) {
         FileHandle(st.new_fh()),
         args::fopen_flags(new.flags),
     );
+}
+
+impl WeftFs {
+    /// `open`.
+    pub(crate) fn open_file(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        flags: OpenFlags,
+        reply: ReplyOpen,
+    ) {
+        let truncate = args::open_truncates(flags.0);
+        let span = op_span("open", req, ino.0);
+        let open = move |st: Arc<Shared>| async move {
+            match st.open(ino.0, None, truncate).await {
+                Ok(_) => reply.opened(FileHandle(st.new_fh()), args::fopen_flags(flags.0)),
+                Err(e) => reply.error(reply_errno("open", ino.0, &e)),
+            }
+        };
+        // O_TRUNC deletes chunks on the NSDs: not on the FUSE thread.
+        if truncate {
+            self.spawn(span, open);
+        } else {
+            self.run_here(span, open);
+        }
+    }
+
+    /// `create`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_file(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (name, perm, uid, gid) = (
+            name_bytes(name),
+            args::requested_perm(mode),
+            req.uid(),
+            req.gid(),
+        );
+        let new = crate::open::NewFile {
+            parent: parent.0,
+            name,
+            perm,
+            umask,
+            uid,
+            gid,
+            flags,
+        };
+        self.run_here(op_span("create", req, parent.0), move |st| {
+            crate::open::create(st, new, reply)
+        });
+    }
 }
