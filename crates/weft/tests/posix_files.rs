@@ -839,7 +839,11 @@ fn small_writes_kept_by_the_client_are_seen_at_every_step_here_and_elsewhere() {
             want.resize(end, 0);
         }
         want[*at as usize..end].copy_from_slice(bytes);
-        assert_eq!(h.metadata().unwrap().len(), want.len() as u64, "step {step}: fstat");
+        assert_eq!(
+            h.metadata().unwrap().len(),
+            want.len() as u64,
+            "step {step}: fstat"
+        );
         assert_eq!(
             std::fs::metadata(&f).unwrap().len(),
             want.len() as u64,
@@ -850,7 +854,11 @@ fn small_writes_kept_by_the_client_are_seen_at_every_step_here_and_elsewhere() {
             let got = other.read(ino, 0, 1 << 20).await.unwrap();
             (a.size, got.to_vec())
         });
-        assert_eq!(seen.0, want.len() as u64, "step {step}: another client's stat");
+        assert_eq!(
+            seen.0,
+            want.len() as u64,
+            "step {step}: another client's stat"
+        );
         assert!(seen.1 == want, "step {step}: another client's read");
         let mut got = vec![0u8; want.len()];
         h.read_exact_at(&mut got, 0).unwrap();
@@ -869,7 +877,11 @@ fn small_writes_kept_by_the_client_are_seen_at_every_step_here_and_elsewhere() {
         }
     }
     assert_eq!(std::fs::read(&g).unwrap(), &want[..2000]);
-    assert_eq!(std::fs::metadata(&g).unwrap().blocks(), 0, "still in the inode");
+    assert_eq!(
+        std::fs::metadata(&g).unwrap().blocks(),
+        0,
+        "still in the inode"
+    );
 }
 
 /// A stat that meets a file's last close (the kernel does not wait for a
