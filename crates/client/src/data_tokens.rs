@@ -21,7 +21,7 @@ use bytes::Bytes;
 use tracing::{debug, warn};
 use weft_proto::msg::MetaRequest;
 use weft_proto::token::{DataGrant, Revoke};
-use weft_proto::types::Ino;
+use weft_proto::types::{ino_shard, Ino, ShardId};
 use weft_proto::Response;
 
 use crate::client::Client;
@@ -228,8 +228,21 @@ impl DataTokens {
 
     /// This client lost its tokens (a node reset it, or the node is gone).
     pub(crate) fn clear(&self) {
+        self.clear_where(|_| true);
+    }
+
+    /// This client lost its tokens on the inodes of `shard` (a new leader
+    /// took it over).
+    pub(crate) fn clear_shard(&self, shard: ShardId) {
+        self.clear_where(|ino| ino_shard(ino) == shard);
+    }
+
+    fn clear_where(&self, on: impl Fn(Ino) -> bool) {
         let mut files = self.lock();
-        files.retain(|_, h| {
+        files.retain(|&ino, h| {
+            if !on(ino) {
+                return true;
+            }
             h.gen += 1;
             h.pieces.clear();
             h.taken.clear();
@@ -409,5 +422,22 @@ mod tests {
         t.granted(7, gen, p(0, u64::MAX, true, 3));
         assert!(!t.covers(7, false, 0, 1));
         assert!(t.lock().is_empty(), "nothing kept for a closed file");
+    }
+
+    #[test]
+    fn clearing_a_shard_voids_its_files_tokens_and_answers_only() {
+        use weft_proto::types::make_ino;
+        let t = DataTokens::default();
+        let (a, b) = (make_ino(2, 7), make_ino(3, 7));
+        for ino in [a, b] {
+            let gen = t.asking(ino);
+            t.granted(ino, gen, p(0, u64::MAX, true, 1));
+        }
+        // An answer for shard 2 under way when the shard is cleared.
+        let pending = t.asking(a);
+        t.clear_shard(2);
+        t.granted(a, pending, p(0, u64::MAX, true, 2));
+        assert!(!t.covers(a, false, 0, 1));
+        assert!(t.covers(b, true, 0, 4096));
     }
 }

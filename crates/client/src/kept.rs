@@ -136,6 +136,22 @@ impl Kept {
         let mut g = self.lock();
         *g = Inner::default();
     }
+
+    /// This client lost its tokens on `shard` (a new leader took it over):
+    /// nothing of the shard is kept or to give up; other shards' files stay.
+    pub(crate) fn clear_shard(&self, shard: ShardId) {
+        let mut g = self.lock();
+        let gone: Vec<Ino> = g
+            .kept
+            .keys()
+            .copied()
+            .filter(|&ino| ino_shard(ino) == shard)
+            .collect();
+        for ino in gone {
+            g.take(ino);
+        }
+        g.dropping.remove(&shard);
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +173,24 @@ mod tests {
         assert_eq!(k.dropping(0), Vec::<Ino>::new(), "told once");
         assert_eq!(k.reopen(a), Some(3), "the size at the last close");
         assert_eq!((k.reopen(a), k.reopen(b)), (None, None));
+    }
+
+    #[test]
+    fn clearing_a_shard_forgets_its_kept_files_only() {
+        let k = Kept::new(2);
+        let (a, b, c) = (make_ino(0, 10), make_ino(1, 11), make_ino(1, 12));
+        k.closed(a, 1);
+        k.closed(b, 2);
+        // Past the limit: `a` is given up, to tell shard 0.
+        k.closed(c, 3);
+        k.clear_shard(1);
+        assert_eq!((k.reopen(b), k.reopen(c)), (None, None));
+        assert_eq!(k.dropping(0), vec![a]);
+        k.closed(b, 4);
+        k.closed(a, 5);
+        k.clear_shard(1);
+        assert_eq!(k.reopen(a), Some(5), "shard 0's file is still kept");
+        assert_eq!(k.dropping(1), Vec::<Ino>::new());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use weft_metrics::{Metrics, Probe};
+use weft_proto::types::{ino_shard, ShardId};
 
 use crate::ClientError;
 
@@ -64,6 +65,33 @@ const MAX_EPOCHS: usize = 100_000;
 impl Inner {
     fn epoch(&self, ino: u64) -> (u64, u64) {
         (self.epoch_base, self.epochs.get(&ino).copied().unwrap_or(0))
+    }
+
+    /// [`PagePool::invalidate`] under the lock.
+    fn drop_file(&mut self, ino: u64, from_block: u64) {
+        self.bump(ino);
+        let first = BlockKey {
+            ino,
+            gen: 0,
+            block: 0,
+        };
+        let last = BlockKey {
+            ino,
+            gen: u64::MAX,
+            block: u64::MAX,
+        };
+        let victims: Vec<BlockKey> = self
+            .slots
+            .range(first..=last)
+            .map(|(k, _)| *k)
+            .filter(|k| k.block >= from_block)
+            .collect();
+        for k in victims {
+            if let Some(Slot::Ready { data, tick }) = self.slots.remove(&k) {
+                self.lru.remove(&tick);
+                self.cached -= data.len() as u64;
+            }
+        }
     }
 
     fn bump(&mut self, ino: u64) {
@@ -245,29 +273,23 @@ impl PagePool {
 
     /// Drops every cached block of `ino` from `from_block` on.
     pub fn invalidate(&self, ino: u64, from_block: u64) {
+        self.lock().drop_file(ino, from_block);
+    }
+
+    /// Drops every cached block of the inodes of metadata shard `shard`
+    /// (loads under way are not kept either): a new leader of the shard
+    /// voided the tokens they were cached under.
+    pub fn invalidate_shard(&self, shard: ShardId) {
         let mut g = self.lock();
-        g.bump(ino);
-        let first = BlockKey {
-            ino,
-            gen: 0,
-            block: 0,
-        };
-        let last = BlockKey {
-            ino,
-            gen: u64::MAX,
-            block: u64::MAX,
-        };
-        let victims: Vec<BlockKey> = g
+        let mut inos: Vec<u64> = g
             .slots
-            .range(first..=last)
-            .map(|(k, _)| *k)
-            .filter(|k| k.block >= from_block)
+            .keys()
+            .map(|k| k.ino)
+            .filter(|&ino| ino_shard(ino) == shard)
             .collect();
-        for k in victims {
-            if let Some(Slot::Ready { data, tick }) = g.slots.remove(&k) {
-                g.lru.remove(&tick);
-                g.cached -= data.len() as u64;
-            }
+        inos.dedup();
+        for ino in inos {
+            g.drop_file(ino, 0);
         }
     }
 
@@ -354,6 +376,41 @@ mod tests {
         assert_eq!(pool.stats().cached_bytes, 2);
         pool.invalidate_all();
         assert_eq!(pool.stats(), PagePool::new(1 << 20).stats());
+    }
+
+    #[tokio::test]
+    async fn invalidating_a_shard_drops_its_files_blocks_and_loads_only() {
+        use weft_proto::types::make_ino;
+        let pool = PagePool::new(1 << 20);
+        let (a1, a2, b1) = (make_ino(2, 10), make_ino(2, 11), make_ino(3, 10));
+        let keys = [(a1, 0), (a1, 4), (a2, 0), (b1, 0), (b1, 1)].map(|(ino, block)| BlockKey {
+            ino,
+            gen: 1,
+            block,
+        });
+        for k in keys {
+            pool.prefetch(k, async { Some(Bytes::from_static(b"b")) });
+            pool.lookup(&k).unwrap().await;
+        }
+        // A load of shard 2 under way is not kept either.
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let loading = BlockKey {
+            ino: a2,
+            gen: 1,
+            block: 9,
+        };
+        pool.prefetch(loading, async move {
+            let _ = rx.await;
+            Some(Bytes::from_static(b"stale"))
+        });
+        let load = pool.lookup(&loading).unwrap();
+        pool.invalidate_shard(2);
+        let _ = tx.send(());
+        load.await;
+        let left: Vec<_> = keys.iter().map(|k| pool.lookup(k).is_some()).collect();
+        assert_eq!(left, [false, false, false, true, true]);
+        assert!(pool.lookup(&loading).is_none());
+        assert_eq!(pool.stats().cached_bytes, 2);
     }
 
     #[tokio::test]

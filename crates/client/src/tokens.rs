@@ -2,8 +2,10 @@
 //! metadata node of the file system collects what that node's shards
 //! revoke from this client; the client drops the revoked inodes' cached
 //! blocks, writes out and commits files another node asks about
-//! (`Revoke::Flush`), hands the revocations to the mount (which drops the
-//! kernel's cached attributes, entries and pages), and acknowledges them
+//! (`Revoke::Flush`), drops everything cached of a shard a new leader
+//! took over (`Revoke::Shard`), hands the revocations to the mount (which
+//! drops the kernel's cached attributes, entries and pages), and
+//! acknowledges them
 //! with its next poll (a data token's revocation is acted on in the
 //! background, see `data_tokens`). The tasks start with the client's first metadata request
 //! (which waits for the nodes to hear the first poll: they give tokens only
@@ -118,8 +120,9 @@ impl TokenKeeper {
 }
 
 /// Every node holding a replica of a shard of the client's file system, as
-/// the newest configuration the client has says, with one shard it holds.
-fn holder_shards(client: &Client) -> BTreeMap<NodeId, ShardId> {
+/// the newest configuration the client has says, with the shards it holds
+/// (the first one routes its polls).
+fn holder_shards(client: &Client) -> BTreeMap<NodeId, Vec<ShardId>> {
     let cfg = client.cluster().config();
     let fs = client.fs_info();
     let shards = cfg
@@ -127,10 +130,10 @@ fn holder_shards(client: &Client) -> BTreeMap<NodeId, ShardId> {
         .iter()
         .find(|f| f.id == fs.id)
         .map_or(&fs.shards, |f| &f.shards);
-    let mut by_node = BTreeMap::new();
+    let mut by_node: BTreeMap<NodeId, Vec<ShardId>> = BTreeMap::new();
     for s in shards {
         for n in s.holders() {
-            by_node.entry(n).or_insert(s.id);
+            by_node.entry(n).or_default().push(s.id);
         }
     }
     by_node
@@ -163,7 +166,8 @@ async fn poll(me: Weak<Client>, node: NodeId, first: tokio::sync::oneshot::Sende
             }
             return;
         };
-        let Some(shard) = holder_shards(&client).get(&node).copied() else {
+        let held = holder_shards(&client).remove(&node).unwrap_or_default();
+        let Some(&shard) = held.first() else {
             debug!(
                 node,
                 "the node holds no shard of the file system now; not polling it"
@@ -217,15 +221,16 @@ async fn poll(me: Weak<Client>, node: NodeId, first: tokio::sync::oneshot::Sende
                 debug!(shard, error = %e, "token poll failed; retrying");
                 // The node may be gone with the tokens it noted: another
                 // replica now leads its shards and knows nothing of what
-                // this client caches. Drop it all.
+                // this client caches. Drop what is cached of every shard
+                // the node holds (it granted tokens for those it led).
                 if std::mem::take(&mut heard) {
                     if let Some(client) = me.upgrade() {
-                        let reset = Revocations {
+                        let gone = Revocations {
                             seq: acked,
-                            reset: true,
-                            items: Vec::new(),
+                            reset: false,
+                            items: held.iter().map(|&s| Revoke::Shard(s)).collect(),
                         };
-                        apply(&client, reset).await;
+                        apply(&client, gone).await;
                     }
                 }
                 tokio::time::sleep(RETRY).await;
@@ -297,6 +302,7 @@ async fn apply(client: &Arc<Client>, mut r: Revocations) {
                     );
                 }
             }
+            Revoke::Shard(shard) => client.drop_shard_cached(*shard),
             Revoke::Entry { .. } => {}
             // Acknowledged at once: the shard waits for `DataReleased`,
             // which follows once what was written there is committed.

@@ -1,7 +1,8 @@
 //! Dropping what the kernel caches when a metadata node revokes a token
 //! (see `weft_client::Invalidate`): an inode's attributes and pages
-//! (`FUSE_NOTIFY_INVAL_INODE`; for a data token, the pages of its range)
-//! and a directory entry
+//! (`FUSE_NOTIFY_INVAL_INODE`; for a data token, the pages of its range;
+//! for a shard a new leader took over, those of its files open here) and a
+//! directory entry
 //! (`FUSE_NOTIFY_INVAL_ENTRY`). The kernel answers ENOENT for what it does
 //! not cache, which is not an error here.
 
@@ -12,6 +13,7 @@ use std::sync::Weak;
 use fuser::{INodeNo, Notifier};
 use weft_client::Client;
 use weft_proto::token::Revoke;
+use weft_proto::types::ino_shard;
 
 pub(crate) struct KernelCache {
     pub notifier: Notifier,
@@ -29,6 +31,16 @@ fn quiet(what: &str, ino: u64, r: std::io::Result<()>) {
 impl KernelCache {
     fn inode(&self, ino: u64) {
         quiet("inode", ino, self.notifier.inval_inode(INodeNo(ino), 0, 0));
+    }
+
+    /// Drops the attributes and pages of the files open here that `which`
+    /// picks.
+    fn open_inodes(&self, which: impl Fn(u64) -> bool) {
+        if let Some(c) = self.client.upgrade() {
+            for ino in c.open_inodes().into_iter().filter(|&i| which(i)) {
+                self.inode(ino);
+            }
+        }
     }
 }
 
@@ -54,6 +66,11 @@ impl weft_client::Invalidate for KernelCache {
                         self.notifier.inval_inode(INodeNo(*ino), off, len),
                     );
                 }
+                // Pages of the shard's open files; attributes and entries
+                // the kernel cached under the earlier leader's tokens have
+                // timed out by now (a take-over waits out the old leader's
+                // lease, which is longer than the attribute timeout).
+                Revoke::Shard(shard) => self.open_inodes(|ino| ino_shard(ino) == *shard),
                 Revoke::Entry { .. } | Revoke::Flush(_) => {}
             }
         }
@@ -73,10 +90,6 @@ impl weft_client::Invalidate for KernelCache {
     /// have timed out by now (the loss takes longer than the attribute
     /// timeout); the pages of open files have not.
     fn reset(&self) {
-        if let Some(c) = self.client.upgrade() {
-            for ino in c.open_inodes() {
-                self.inode(ino);
-            }
-        }
+        self.open_inodes(|_| true);
     }
 }

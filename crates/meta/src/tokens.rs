@@ -307,8 +307,8 @@ impl Tokens {
             let covers = match item {
                 Revoke::Inode(ino) | Revoke::Flush(ino) => Covers::Attr(fs, *ino),
                 Revoke::Entry { parent, name } => Covers::Entry(fs, *parent, name.clone()),
-                // Revoked by `acquire_data` alone.
-                Revoke::Data { .. } => continue,
+                // Revoked by `acquire_data` and `take_over` alone.
+                Revoke::Data { .. } | Revoke::Shard(_) => continue,
             };
             let Some(hs) = st.grants.get_mut(&covers) else {
                 continue;

@@ -25,7 +25,7 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// what a message means (23: shards record a member changing role, `weft fs
 /// set -m`; 28: a closed file's data tokens may be kept, `Closed { keep }`,
 /// `Opened { kept }`).
-pub const WIRE_VERSION: u16 = 29;
+pub const WIRE_VERSION: u16 = 30;
 pub const HEADER_LEN: usize = 36;
 /// Largest encoded body (directory listings, configuration).
 pub const MAX_BODY: u32 = 8 << 20;

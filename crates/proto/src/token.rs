@@ -7,7 +7,9 @@
 //! it before the change is answered: the client drops what it caches and
 //! acknowledges with its next long poll (`MetaRequest::Tokens`). A client
 //! that does not acknowledge within the revocation wait loses all its
-//! tokens and is told to drop everything (`reset`).
+//! tokens and is told to drop everything (`reset`). A node that takes a
+//! shard over tells its clients to drop what they cache of that shard
+//! alone (`Revoke::Shard`).
 //!
 //! Byte-range data tokens make reads and writes of one file from several
 //! clients coherent while they keep it open. Before a client reads bytes
@@ -37,7 +39,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::Ino;
+use crate::types::{Ino, ShardId};
 
 /// One thing a client must stop caching.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -61,6 +63,12 @@ pub enum Revoke {
         keep_read: bool,
         id: u64,
     },
+    /// The node that sends this took `shard` over from another leader: the
+    /// tokens of the shard's inodes and entries granted under earlier
+    /// leaders are void here. Drop everything cached of the shard's inodes
+    /// (attributes, blocks, kept closed files, data tokens); other shards'
+    /// tokens stand.
+    Shard(ShardId),
 }
 
 /// Answer to `MetaRequest::DataToken`: the range granted (`end` exclusive,

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use bytes::Bytes;
 use weft_proto::config::FsInfo;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{Attr, FileKind, Ino, NAME_MAX};
+use weft_proto::types::{Attr, FileKind, Ino, ShardId, NAME_MAX};
 use weft_proto::ErrorKind;
 
 use crate::cluster::Cluster;
@@ -119,6 +119,15 @@ impl Client {
         self.data_tokens.clear();
         self.kept.clear();
         self.pool.invalidate_all();
+    }
+
+    /// Drops every cached block, kept file and data token of the inodes
+    /// of `shard`: a new leader of the shard voided the tokens they were
+    /// cached under, or the node that granted them is gone.
+    pub(crate) fn drop_shard_cached(&self, shard: ShardId) {
+        self.data_tokens.clear_shard(shard);
+        self.kept.clear_shard(shard);
+        self.pool.invalidate_shard(shard);
     }
 
     /// A change elsewhere revoked what this client caches of `ino`: its

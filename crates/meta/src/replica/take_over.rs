@@ -79,7 +79,8 @@ impl ShardGroup {
                     server.ask_for_opens();
                     // Nor may what this node noted in an earlier term of
                     // its own stand for what other leaders granted since,
-                    // and clients drop what they cached under them.
+                    // and clients drop what they cached of the shard
+                    // under them.
                     if let Some(t) = server.tokens() {
                         let r = t.take_over(server.spec().fs, server.spec().shard);
                         tracing::info!(
@@ -87,7 +88,7 @@ impl ShardGroup {
                             shard = server.spec().shard,
                             clients = r.clients,
                             late = r.lost,
-                            "clients of the node reset at the take-over"
+                            "clients of the node dropped the shard's cache at the take-over"
                         );
                     }
                 }

@@ -4,13 +4,14 @@
 //! The table belongs to the node, not to the shard's replicated state: a
 //! replica that takes a shard over cannot know what the leaders between its
 //! terms granted. So at a take-over ([`Tokens::take_over`]) it forgets
-//! what it noted of the shard's inodes and entries, and resets every client
-//! that polls it (each drops everything it caches of the file system, and
-//! gets tokens again as it asks), waiting until each took its reset before
-//! the shard serves. A client that does not take it within the revocation
-//! wait is no longer live here and gets no tokens until it polls again;
-//! one that cannot reach the node at all resets itself (see the client's
-//! `tokens`). A client that reopens a file it kept since its close says so,
+//! what it noted of the shard's inodes and entries, and tells every client
+//! that polls it to drop what it caches of that shard (`Revoke::Shard`;
+//! each gets tokens again as it asks), waiting until each acknowledged
+//! before the shard serves. Tokens of the node's other shards stand. A
+//! client that does not acknowledge within the revocation wait loses all
+//! its tokens here and gets none until it polls again; one that cannot
+//! reach a node at all drops what it caches of every shard that node holds
+//! (see the client's `tokens`). A client that reopens a file it kept since its close says so,
 //! and is made to drop what it cached of it unless this table still notes
 //! it kept ([`Tokens::confirm_kept`]).
 
@@ -74,11 +75,13 @@ impl Tokens {
     }
 
     /// This node's replica takes `shard` over in a later term: forgets
-    /// what was noted of the shard and resets every live client of `fs`
-    /// that polls this node, waiting (up to the revocation wait) until each
-    /// took its reset. What a client cached under an earlier leader's
+    /// what was noted of the shard and tells every live client of `fs`
+    /// that polls this node to drop what it caches of the shard
+    /// (`Revoke::Shard`), waiting (up to the revocation wait) until each
+    /// acknowledged. What a client cached under an earlier leader's
     /// tokens, of files it keeps open too, is dropped before the new leader
-    /// answers a change.
+    /// answers a change; what it caches of other shards stays. A client
+    /// that does not acknowledge in time loses all its tokens here.
     pub fn take_over(&self, fs: FsId, shard: ShardId) -> Revoked {
         let now = Instant::now();
         let mut st = self.lock();
@@ -89,30 +92,13 @@ impl Tokens {
             .filter(|((f, _), q)| *f == fs && q.live(now))
             .map(|((_, c), _)| *c)
             .collect();
-        for c in &live {
-            st.reset(fs, *c);
+        let mut targets = HashMap::new();
+        for c in live {
+            if let Some(seq) = st.enqueue(fs, c, &Revoke::Shard(shard), now) {
+                targets.insert(c, seq);
+            }
         }
-        if live.is_empty() {
-            return Revoked::default();
-        }
-        self.wake.notify_all();
-        let mut waiting = live.clone();
-        drop(self.wait_while(st, now + self.wait, |st| {
-            waiting.retain(|c| st.clients.get(&(fs, *c)).is_some_and(|q| q.reset));
-            !waiting.is_empty()
-        }));
-        for c in &waiting {
-            tracing::warn!(
-                fs,
-                shard,
-                client = format_args!("{c:016x}"),
-                "a client did not take its reset at a take-over in time; it gets no tokens until it polls"
-            );
-        }
-        Revoked {
-            clients: live.len(),
-            lost: waiting.len(),
-        }
+        self.await_acks(st, fs, targets, now)
     }
 }
 

@@ -179,36 +179,50 @@ fn a_reopen_of_a_file_no_longer_noted_kept_first_drops_its_cache() {
 }
 
 #[test]
-fn a_take_over_resets_the_polling_clients_and_waits_for_them() {
+fn a_take_over_drops_the_shard_at_the_polling_clients_and_waits_for_them() {
     let t = Arc::new(Tokens::new(Duration::from_millis(400)));
     let shard = weft_proto::types::ino_shard(10);
     let other = weft_proto::types::make_ino(shard + 1, 5);
     t.poll(FS, 7, 0, Duration::ZERO);
     t.grant(FS, 7, &[Grant::Attr(10), Grant::Open(10), Grant::Keep(10)]);
-    t.grant(FS, 7, &[Grant::Attr(other)]);
+    t.grant(
+        FS,
+        7,
+        &[Grant::Attr(other), Grant::Open(other), Grant::Keep(other)],
+    );
     // Client 8 polled once and stays silent; client 9 polls another fs.
     t.poll(FS, 8, 0, Duration::ZERO);
+    t.grant(FS, 8, &[Grant::Attr(other)]);
     t.poll(FS + 1, 9, 0, Duration::ZERO);
     t.grant(FS + 1, 9, &[Grant::Attr(10)]);
     let poller = {
         let t = t.clone();
         std::thread::spawn(move || {
-            // Already waiting when the take-over resets it.
+            // Already waiting when the take-over queues the shard.
             let got = t.poll(FS, 7, 0, Duration::from_secs(5));
-            (got.reset, Instant::now())
+            let at = Instant::now();
+            t.poll(FS, 7, got.seq, Duration::ZERO);
+            (got, at)
         })
     };
     std::thread::sleep(Duration::from_millis(50));
     let r = t.take_over(FS, shard);
     let returned = Instant::now();
-    let (reset, taken_at) = poller.join().unwrap();
-    assert!(reset, "the waiting poll was not answered with the reset");
+    let (got, taken_at) = poller.join().unwrap();
+    assert!(!got.reset, "the client was reset, not told the shard");
+    assert_eq!(got.items, vec![Revoke::Shard(shard)]);
     assert!(returned >= taken_at, "the take-over did not wait for it");
-    assert_eq!((r.clients, r.lost), (2, 1), "client 8 never took its reset");
-    // Nothing of client 7 is noted any more, on any shard of fs.
+    assert_eq!((r.clients, r.lost), (2, 1), "client 8 never acknowledged");
+    // Nothing of the shard is noted any more; the other shard's tokens of
+    // client 7 stand, client 8 (late) lost all of its own.
     assert!(!t.noted_kept(FS, 7, 10));
-    assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(10)]), Revoked::default());
-    assert_eq!(t.revoke(FS, 8, &[Revoke::Inode(other)]), Revoked::default());
+    assert!(t.noted_kept(FS, 7, other));
+    let holders: Vec<u64> = t.lock().grants[&Covers::Attr(FS, other)]
+        .iter()
+        .map(|h| h.client)
+        .collect();
+    assert_eq!(holders, vec![7]);
+    assert!(t.poll(FS, 8, 0, Duration::ZERO).reset);
     // The other file system's client is untouched.
     let holder = {
         let t = t.clone();
@@ -220,7 +234,7 @@ fn a_take_over_resets_the_polling_clients_and_waits_for_them() {
     };
     assert_eq!(t.revoke(FS + 1, 8, &[Revoke::Inode(10)]).lost, 0);
     assert_eq!(holder.join().unwrap(), vec![Revoke::Inode(10)]);
-    // Client 7, having polled, gets tokens again.
+    // Client 7 gets tokens on the shard again as it asks.
     t.grant(FS, 7, &[Grant::Attr(10)]);
     let holders: Vec<u64> = t.lock().grants[&Covers::Attr(FS, 10)]
         .iter()

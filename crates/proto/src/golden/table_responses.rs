@@ -187,9 +187,10 @@ pub(super) fn entries() -> Vec<Entry> {
                         keep_read: true,
                         id: 12,
                     },
+                    crate::token::Revoke::Shard(3),
                 ],
             })),
-            "1d09000400aa8080808080400101016102aa80808080804003aa8080808080408020ffffffffffffffffff01010c",
+            "1d09000500aa8080808080400101016102aa80808080804003aa8080808080408020ffffffffffffffffff01010c0403",
         ),
         (
             "Response::Replica",
