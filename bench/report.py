@@ -510,7 +510,8 @@ def main():
         "- IO500 hard phases (`weft perf ior-hard`, `weft perf mdtest-hard`), 2 ranks (threads): "
         "ior-hard writes 47,008-byte records of both ranks interleaved in one file and fsyncs, then "
         "each rank reads the other's records back after the caches are dropped; mdtest-hard "
-        "creates 3,901-byte files in one directory, then stats, reads and deletes them."
+        "creates 3,901-byte files in one directory, then stats, reads (3,901 bytes, as mdtest "
+        "reads `-e` bytes: no read for the end of the file) and deletes them."
     )
     md.append(
         "- Sweep: each thread writes (create, write, fsync, close) then reads back its own files of "

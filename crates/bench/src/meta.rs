@@ -1,5 +1,8 @@
 //! mdtest-like metadata benchmark: phases create, stat, read, unlink over
 //! `files` files, in one shared directory or one directory per thread.
+//! A create writes `size` bytes; a stat checks the size; a read reads
+//! exactly `size` bytes, as mdtest's `-e` does (no read for the end of the
+//! file), and checks it got them all.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -99,6 +102,21 @@ impl MetaSpec {
     }
 }
 
+/// A file of the phase that does not hold the `--size` bytes written.
+fn check_size(spec: &MetaSpec, path: &Path, size: u64) -> Result<(), BenchError> {
+    if size == spec.size {
+        return Ok(());
+    }
+    Err(BenchError::Invalid {
+        what: "--size",
+        reason: format!(
+            "{} holds {size} bytes, expected {}",
+            path.display(),
+            spec.size
+        ),
+    })
+}
+
 fn one(
     spec: &MetaSpec,
     backend: &dyn Backend,
@@ -114,36 +132,27 @@ fn one(
             }
             f.close().map_err(io_err(path))?;
         }
+        // The size stat answers must be the size written (a check that
+        // costs no request); a read reads exactly that many bytes, as
+        // mdtest's read phase does (`-e`): no further read for the end.
         Phase::Stat => {
-            backend.size(path).map_err(io_err(path))?;
+            let size = backend.size(path).map_err(io_err(path))?;
+            check_size(spec, path, size)?;
         }
         Phase::Read => {
             let f = backend.open(path, OpenHow::READ).map_err(io_err(path))?;
             let mut got = 0usize;
-            loop {
+            while got < buf.len() {
                 let n = f
                     .read_at(&mut buf[got..], got as u64)
                     .map_err(io_err(path))?;
-                got += n;
-                if n == 0 || got == buf.len() {
+                if n == 0 {
                     break;
                 }
+                got += n;
             }
-            // One byte more must find the end of the file.
-            let mut probe = [0u8; 1];
-            let more = f.read_at(&mut probe, got as u64).map_err(io_err(path))?;
             f.close().map_err(io_err(path))?;
-            if got as u64 != spec.size || more != 0 {
-                return Err(BenchError::Invalid {
-                    what: "--size",
-                    reason: format!(
-                        "{} holds {} bytes, expected {}",
-                        path.display(),
-                        got + more,
-                        spec.size
-                    ),
-                });
-            }
+            check_size(spec, path, got as u64)?;
         }
         Phase::Unlink => backend.remove_file(path).map_err(io_err(path))?,
     }
@@ -245,6 +254,29 @@ mod tests {
                 assert!(r.ops_per_sec > 0.0);
             }
             assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn files_of_another_size_fail_stat_and_read() {
+        for (written, phase) in [(99, Phase::Read), (101, Phase::Stat)] {
+            let dir = tempfile::tempdir().unwrap();
+            let spec = MetaSpec {
+                dir: dir.path().to_path_buf(),
+                files: 2,
+                threads: 1,
+                shared_dir: true,
+                size: 100,
+            };
+            run(&spec, Phase::Create).unwrap();
+            let mut names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            names.sort();
+            std::fs::write(&names[0], vec![7u8; written]).unwrap();
+            let err = run(&spec, phase).unwrap_err().to_string();
+            assert!(err.contains(&format!("holds {written} bytes")), "{err}");
         }
     }
 

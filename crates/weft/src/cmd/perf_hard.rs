@@ -6,8 +6,9 @@
 //!   `(i·ranks + r)·47008`), and fsyncs (IOR `-e`); the read phase reads
 //!   the same records back, each rank those of the next rank (IOR `-C`).
 //! - mdtest-hard: every rank creates files of 3,901 bytes in one shared
-//!   directory (just over data-in-inode), then they are stat'ed, read whole
-//!   and deleted.
+//!   directory (just over data-in-inode), then they are stat'ed (the size
+//!   checked), read (their 3,901 bytes, with no further read for the end of
+//!   the file, as mdtest reads `-e` bytes) and deleted.
 //!
 //! Each phase is one timed test with the figures of `weft perf create` /
 //! `weft perf meta`, through the mount or with `--native`.
