@@ -103,6 +103,26 @@ impl OpError {
 }
 
 impl OpError {
+    /// How loudly a request that failed with this is logged: refusals and
+    /// what the client retries as a matter of course (a replica that does
+    /// not lead, a record a transaction holds, a client behind) are
+    /// debugging detail; a shard short of replicas or peers is a warning;
+    /// the rest (storage, corruption, replication) an error.
+    pub(crate) fn log_level(&self) -> tracing::Level {
+        match self {
+            OpError::Refused { .. }
+            | OpError::Remote { .. }
+            | OpError::NotLeader { .. }
+            | OpError::Locked { .. }
+            | OpError::Conflict { .. }
+            | OpError::ClientBehind { .. } => tracing::Level::DEBUG,
+            OpError::NoMajority { .. } | OpError::LeaderLost { .. } | OpError::PeerAway { .. } => {
+                tracing::Level::WARN
+            }
+            _ => tracing::Level::ERROR,
+        }
+    }
+
     /// Whether a change may have committed although this failure was
     /// returned: it was handed to the shard's group and its outcome is not
     /// known here.
@@ -194,5 +214,27 @@ mod tests {
         // The client resends it as a change that may have been done.
         assert_eq!(lost.into_remote().kind, ErrorKind::NoQuorum);
         assert!(!OpError::Locked { txid: 1 }.is_unsure());
+    }
+
+    #[test]
+    fn retried_failures_are_not_logged_as_errors() {
+        let not_leader = OpError::NotLeader {
+            what: "the shard has no leader at the moment; try again".into(),
+        };
+        assert_eq!(not_leader.log_level(), tracing::Level::DEBUG);
+        assert_eq!(
+            OpError::Locked { txid: 1 }.log_level(),
+            tracing::Level::DEBUG
+        );
+        let away = OpError::PeerAway {
+            shard: 2,
+            reason: "down".into(),
+        };
+        assert_eq!(away.log_level(), tracing::Level::WARN);
+        let corrupt = OpError::Corrupt {
+            ino: 5,
+            reason: "bad".into(),
+        };
+        assert_eq!(corrupt.log_level(), tracing::Level::ERROR);
     }
 }

@@ -444,11 +444,18 @@ impl MetaServer {
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) => {
-                match &e {
-                    OpError::Refused { kind, message } => {
+                let e: OpError = e;
+                match (&e, e.log_level()) {
+                    (OpError::Refused { kind, message }, _) => {
                         tracing::debug!(?kind, %message, "refused");
                     }
-                    other => tracing::error!(error = %other, "request failed"),
+                    (other, tracing::Level::DEBUG) => {
+                        tracing::debug!(error = %other, "request not served here now")
+                    }
+                    (other, tracing::Level::WARN) => {
+                        tracing::warn!(error = %other, "request failed")
+                    }
+                    (other, _) => tracing::error!(error = %other, "request failed"),
                 }
                 (Response::Error(e.into_remote()), Bytes::new())
             }
