@@ -160,6 +160,21 @@ pub struct Target {
     pub data: PathBuf,
 }
 
+/// Whether `cmd` runs a node or a mount until stopped.
+fn runs_a_daemon(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::Up(_)
+            | Command::Mount(_)
+            | Command::Cluster {
+                cmd: ClusterCommand::Init(_)
+            }
+            | Command::Node {
+                cmd: NodeCommand::Join(_) | NodeCommand::Run(_)
+            }
+    )
+}
+
 fn main() -> ExitCode {
     // openraft logs every failed send to a member that is down, several
     // times a second: quiet unless WEFT_LOG names it.
@@ -178,6 +193,16 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse_from(cmd::perf::gpfsperf_args(std::env::args().collect()));
+    if !runs_a_daemon(&cli.cmd) {
+        // A command whose output goes to a reader that stopped (`| head`)
+        // ends quietly on SIGPIPE, as other Unix tools do, instead of
+        // panicking at its next line of output. Daemons keep the signal
+        // ignored: a peer that goes is an error on its socket.
+        // SAFETY: signal(2) with SIG_DFL, before any other thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let result = match cli.cmd {
         Command::Up(a) => cmd::up::run(a),
         Command::Fs {

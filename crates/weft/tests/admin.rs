@@ -79,6 +79,40 @@ fn check_fs_show(out: &str, block: u64, subblock: u64) {
     assert!(year >= 2024, "--create-time: {created}");
 }
 
+/// `weft df | head -0`: the reader is gone before the first line; the
+/// command ends on SIGPIPE, with nothing on stderr (no panic).
+fn df_into_a_closed_pipe_ends_quietly(w: &WeftUp) {
+    use std::os::unix::process::ExitStatusExt;
+    let err = tempfile::tempfile().unwrap();
+    let mut child = std::process::Command::new(WEFT)
+        .args(["df", "fs0", "--data"])
+        .arg(&w.data)
+        .env("WEFT_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(err.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < CMD_TIMEOUT,
+            "weft df into a closed pipe hangs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    let mut err = err;
+    std::io::Seek::rewind(&mut err).unwrap();
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(said.is_empty(), "weft df into a closed pipe said: {said}");
+    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status}");
+}
+
 #[test]
 fn admin_commands() {
     let td = test_dir("admin");
@@ -96,6 +130,7 @@ fn admin_commands() {
 
     let out = ok("weft df fs0", &w.admin(&["df", "fs0"]));
     report(&format!("[admin] weft df fs0:\n{out}"));
+    df_into_a_closed_pipe_ends_quietly(&w);
     for i in 1..=4 {
         let name = format!("nsd{i}");
         let rows = rows_named(&out, &name);
