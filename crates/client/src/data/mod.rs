@@ -37,6 +37,23 @@ pub(crate) struct FileData {
 pub(crate) struct DataPath {
     cluster: Arc<Cluster>,
     fs: FsInfo,
+    warned: Warned,
+}
+
+/// The NSD failures this client logged as warnings, by NSD and its
+/// version in the chain table: a member that stays down is logged once,
+/// not at every resend of every request (those go to debug).
+#[derive(Default)]
+struct Warned(std::sync::Mutex<std::collections::HashSet<(NsdId, u64)>>);
+
+impl Warned {
+    /// Whether this is the first failure of `nsd` at `version` seen here.
+    fn first(&self, nsd: NsdId, version: u64) -> bool {
+        match self.0.lock() {
+            Ok(mut g) => g.insert((nsd, version)),
+            Err(p) => p.into_inner().insert((nsd, version)),
+        }
+    }
 }
 
 /// Blocks one step of a preallocation asks for at once.
@@ -85,7 +102,11 @@ impl Trouble {
 
 impl DataPath {
     pub fn new(cluster: Arc<Cluster>, fs: FsInfo) -> Self {
-        DataPath { cluster, fs }
+        DataPath {
+            cluster,
+            fs,
+            warned: Warned::default(),
+        }
     }
 
     fn route(&self, cfg: &ClusterConfig, f: &FileData, block: u64) -> Result<Route, ClientError> {
@@ -137,7 +158,11 @@ impl DataPath {
             debug!(nsd, error = %why, request = what, "NSD not served yet; resending");
         }
         for (nsd, version, why) in &trouble.unreachable {
-            warn!(nsd, version, error = %why, request = what, "NSD failed a request; reporting it");
+            if self.warned.first(*nsd, *version) {
+                warn!(nsd, version, error = %why, request = what, "NSD failed a request; reporting it");
+            } else {
+                debug!(nsd, version, error = %why, request = what, "NSD failed a request again; reporting it");
+            }
             self.cluster.report_disk_failed(*nsd, *version, why).await;
             last = why.clone();
         }
@@ -514,5 +539,19 @@ impl DataPath {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_nsd_is_warned_of_once_per_version() {
+        let w = Warned::default();
+        assert!(w.first(4, 1));
+        assert!(!w.first(4, 1), "the same failure again");
+        assert!(w.first(4, 2), "the NSD changed state since");
+        assert!(w.first(5, 1));
     }
 }
