@@ -332,11 +332,22 @@ pub struct FsInfo {
     /// splits (file systems made before splitting existed).
     #[serde(default)]
     pub dir_split: u64,
+    /// Seconds a node that holds a member of a replicated shard may be down
+    /// before the cluster manager gives that member's place to another
+    /// meta node (`weft fs create|set --meta-recovery-wait`, as GPFS's
+    /// `metadataDiskWaitTimeForRecovery`); 0 never does (file systems made
+    /// before the recovery existed).
+    #[serde(default)]
+    pub meta_recovery_wait: u64,
 }
 
 /// `--dir-split` of a new file system: entries after which a directory
 /// spreads over every shard.
 pub const DEFAULT_DIR_SPLIT: u64 = 8192;
+
+/// `--meta-recovery-wait` of a new file system, in seconds (GPFS's
+/// `metadataDiskWaitTimeForRecovery` default).
+pub const DEFAULT_META_RECOVERY_WAIT: u64 = 300;
 
 impl FsInfo {
     pub fn chain_table(&self, pool: &str) -> Option<&ChainTable> {

@@ -66,6 +66,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             chain_tables: vec![table],
             spares: Vec::new(),
             dir_split: 0,
+            meta_recovery_wait: 0,
         }],
     }
 }

@@ -115,6 +115,9 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
         ConfigChange::ShrinkShard { fs, shard, keep } => {
             crate::shards::shrink_shard(config, fs, *shard, *keep)
         }
+        ConfigChange::SetMetaRecoveryWait { fs, secs } => {
+            crate::shards::set_meta_recovery_wait(config, fs, *secs)
+        }
     }
 }
 

@@ -33,6 +33,17 @@ impl Liveness {
         self.heard.get(&node).map(|(t, _)| *t)
     }
 
+    /// How long `node` has been down at `now`: the time past the failure
+    /// detection time since it was last heard from (or, never heard from,
+    /// since this tracker started); `None` while it is not down.
+    pub fn down_for(&self, node: NodeId, now: Instant) -> Option<Duration> {
+        let since = match self.heard.get(&node) {
+            Some((t, _)) => now.saturating_duration_since(*t),
+            None => now.saturating_duration_since(self.started),
+        };
+        since.checked_sub(self.failure_detection)
+    }
+
     pub fn heartbeat(&mut self, node: NodeId, epoch: u64, now: Instant) {
         self.heard.insert(node, (now, epoch));
     }
@@ -88,5 +99,17 @@ mod tests {
         l.heartbeat(1, 4, t0 + Duration::from_secs(12));
         let s = l.states(&[1], t0 + Duration::from_secs(12));
         assert_eq!(s[0].state, NodeLiveness::Active);
+        assert_eq!(l.down_for(1, t0 + Duration::from_secs(13)), None);
+        // Down for the time past the failure detection time, counted from
+        // this tracker's start for a node never heard from.
+        assert_eq!(
+            l.down_for(1, t0 + Duration::from_secs(25)),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(l.down_for(2, t0 + Duration::from_secs(9)), None);
+        assert_eq!(
+            l.down_for(2, t0 + Duration::from_secs(15)),
+            Some(Duration::from_secs(5))
+        );
     }
 }

@@ -17,13 +17,14 @@
 //! ([`grow_shard`]: its node forms a group alone, the others join it),
 //! takes a replicated shard back to one copy on its only voter
 //! ([`shrink_shard`]), and records the new count last
-//! ([`set_meta_replicas`]).
+//! ([`set_meta_replicas`]). The cluster manager moves the member of a node
+//! that stays down on its own ([`plan_recovery`] picks the move).
 //!
 //! Every step is idempotent, so a command that stopped half way is run
 //! again.
 //!
 //! Each change is a module of its own: `member_move`, `regrade`, `growth`,
-//! `one_copy` and `replica_count`; this file holds the lookups and
+//! `one_copy`, `replica_count` and `recovery`; this file holds the lookups and
 //! refusals they share.
 //!
 //! [`MoveStep::Begin`]: weft_proto::msg::MoveStep::Begin
@@ -33,6 +34,7 @@
 mod growth;
 mod member_move;
 mod one_copy;
+mod recovery;
 mod regrade;
 mod replica_count;
 #[cfg(test)]
@@ -41,6 +43,7 @@ mod tests;
 pub use growth::grow_shard;
 pub use member_move::move_shard;
 pub use one_copy::shrink_shard;
+pub use recovery::{plan_recovery, set_meta_recovery_wait, NodeView, Recovery, RecoveryPlan};
 pub use regrade::regrade_shard;
 pub use replica_count::set_meta_replicas;
 

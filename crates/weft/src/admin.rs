@@ -59,3 +59,18 @@ pub async fn client(target: &Target, fs: &str) -> Result<(Arc<Cluster>, Arc<Clie
     let client = Client::new(cluster.clone(), fs)?;
     Ok((cluster, client))
 }
+
+/// Asks the cluster manager for configuration change `change`; answers the
+/// configuration with it, or the manager's refusal as the error.
+pub async fn change(
+    cluster: &Cluster,
+    change: weft_proto::msg::ConfigChange,
+) -> Result<weft_proto::config::ClusterConfig> {
+    use weft_proto::msg::QuorumRequest;
+    use weft_proto::Response;
+    match cluster.call_manager(QuorumRequest::Change(change)).await? {
+        Response::Config(c) => Ok(*c),
+        Response::Error(e) => anyhow::bail!("{}", e.message),
+        other => anyhow::bail!("the cluster manager answered {other:?}"),
+    }
+}

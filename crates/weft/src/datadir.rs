@@ -280,6 +280,7 @@ pub fn plan_cluster(
         chain_tables: vec![table],
         spares: Vec::new(),
         dir_split: opts.dir_split,
+        meta_recovery_wait: weft_proto::config::DEFAULT_META_RECOVERY_WAIT,
     };
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
     let host = host.trim();

@@ -10,6 +10,7 @@ mod cmd;
 mod datadir;
 mod http;
 mod node;
+mod shard_group;
 mod shard_peers;
 mod size;
 

@@ -367,6 +367,36 @@ fn the_replicas_of_a_running_file_system_change() {
     w.stop();
 }
 
+/// `--meta-recovery-wait`: 300 s on a new file system, shown by `weft fs
+/// show`, changed by `weft fs set`; a file system that does not exist is
+/// named in the refusal. (What the manager does with it:
+/// `up_nodes/shard_recovery.rs`.)
+#[test]
+fn the_meta_recovery_wait_is_shown_and_set() {
+    let td = test_dir("admin-recovery-wait");
+    let mut w = WeftUp::start("admin-recovery-wait", td.path(), &[]);
+    let wait = |w: &WeftUp| {
+        fs_show_rows(&ok("fs show", &w.admin(&["fs", "show", "fs0"])))["--meta-recovery-wait"]
+            .clone()
+    };
+    assert_eq!(wait(&w), "300");
+    let out = ok(
+        "weft fs set fs0 --meta-recovery-wait 60",
+        &w.admin(&["fs", "set", "fs0", "--meta-recovery-wait", "60"]),
+    );
+    assert!(out.contains("down for 60 s moves"), "{out}");
+    assert_eq!(wait(&w), "60");
+    let out = ok(
+        "weft fs set fs0 --meta-recovery-wait 0",
+        &w.admin(&["fs", "set", "fs0", "--meta-recovery-wait", "0"]),
+    );
+    assert!(out.contains("stay where they are"), "{out}");
+    assert_eq!(wait(&w), "0");
+    let out = w.admin(&["fs", "set", "nofs", "--meta-recovery-wait", "5"]);
+    refused("weft fs set nofs", &out, &["nofs does not exist"]);
+    w.stop();
+}
+
 /// `weft fsck` checks the chunks the NSDs hold against the inodes: a copy
 /// of a file's chunks under an inode number no file has (made by copying its
 /// chunk directory on a directory NSD while the daemon is stopped) is

@@ -10,6 +10,9 @@
 //!   `weft meta move` while a writer creates files, with nodes killed.
 //! - `up_nodes/shard_cache.rs`: a shard's new leader has the mount drop
 //!   what it caches of that shard, and only of that shard.
+//! - `up_nodes/shard_recovery.rs`: the cluster manager moves the shard
+//!   members of a node that stays down (`--meta-recovery-wait`), so their
+//!   groups outlive a second loss.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -22,6 +25,8 @@ const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 mod replica_changes;
 #[path = "up_nodes/shard_cache.rs"]
 mod shard_cache;
+#[path = "up_nodes/shard_recovery.rs"]
+mod shard_recovery;
 
 fn wait(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let t = Instant::now();

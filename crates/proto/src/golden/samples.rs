@@ -257,6 +257,7 @@ pub(super) fn fs_info() -> FsInfo {
         }],
         spares: vec![8],
         dir_split: 8192,
+        meta_recovery_wait: 300,
     }
 }
 

@@ -45,7 +45,7 @@ pub(super) fn entries() -> Vec<Entry> {
             quorum(QuorumRequest::Change(ConfigChange::CreateFs(Box::new(
                 fs_info(),
             )))),
-            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000000000010673797374656d02010205060101060701088040",
+            "02020107036673318080408040802001020103077363617474657280eadacb0c0001c0843d010100010000000000010673797374656d02010205060101060701088040ac02",
         ),
         (
             "ConfigChange::SetNodeAddr",
@@ -160,6 +160,14 @@ pub(super) fn entries() -> Vec<Entry> {
                 keep: 2,
             })),
             "02020e036673310102",
+        ),
+        (
+            "ConfigChange::SetMetaRecoveryWait",
+            quorum(QuorumRequest::Change(ConfigChange::SetMetaRecoveryWait {
+                fs: "fs1".into(),
+                secs: 300,
+            })),
+            "02020f03667331ac02",
         ),
         (
             "ConfigChange::SetMetaReplicas",

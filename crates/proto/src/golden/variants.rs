@@ -145,6 +145,7 @@ pub(super) fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::SetMetaReplicas { .. } => "SetMetaReplicas",
         ConfigChange::GrowShard { .. } => "GrowShard",
         ConfigChange::ShrinkShard { .. } => "ShrinkShard",
+        ConfigChange::SetMetaRecoveryWait { .. } => "SetMetaRecoveryWait",
     }
 }
 

@@ -148,6 +148,9 @@ pub enum ConfigChange {
         shard: ShardId,
         keep: NodeId,
     },
+    /// `weft fs set --meta-recovery-wait`: seconds a node holding a shard
+    /// member may be down before the manager moves that member (0: never).
+    SetMetaRecoveryWait { fs: String, secs: u64 },
 }
 
 /// The steps of `weft meta move`: `Begin` names the joining node (its

@@ -58,6 +58,7 @@ fn config() -> ClusterConfig {
             chain_tables: vec![],
             spares: vec![],
             dir_split: 0,
+            meta_recovery_wait: 0,
         }],
     }
 }
@@ -311,5 +312,80 @@ fn going_back_to_one_copy_that_makes_no_sense_is_refused_by_name() {
     assert_eq!(
         c.filesystems[0].shards.len(),
         before.filesystems[0].shards.len()
+    );
+}
+
+/// The manager's view for the recovery planner: nodes down for how long;
+/// every other node active.
+struct View(Vec<(NodeId, u64)>);
+
+impl NodeView for View {
+    fn active(&self, node: NodeId) -> bool {
+        !self.0.iter().any(|(n, _)| *n == node)
+    }
+    fn down_for(&self, node: NodeId) -> Option<std::time::Duration> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, s)| std::time::Duration::from_secs(*s))
+    }
+}
+
+fn recovery(shard: ShardId, from: NodeId, to: NodeId, resumed: bool) -> Option<Recovery> {
+    Some(Recovery {
+        fs: "fs1".into(),
+        shard,
+        from,
+        to,
+        resumed,
+    })
+}
+
+#[test]
+fn a_member_down_past_the_wait_moves_to_a_live_meta_node_one_shard_at_a_time() {
+    let mut c = config();
+    // Off (file systems made before the recovery): nothing moves.
+    assert_eq!(
+        plan_recovery(&c, &View(vec![(2, 10_000)])),
+        RecoveryPlan::default()
+    );
+    set_meta_recovery_wait(&mut c, "fs1", 60).unwrap();
+    assert!(set_meta_recovery_wait(&mut c, "nofs", 60)
+        .unwrap_err()
+        .to_string()
+        .contains("nofs does not exist"));
+    assert_eq!(plan_recovery(&c, &View(vec![(2, 59)])).next, None);
+    // Node 5 has no meta role; 1 and 3 hold copies: node 4 takes the place.
+    let down = View(vec![(2, 61)]);
+    assert_eq!(plan_recovery(&c, &down).next, recovery(0, 2, 4, false));
+    step(&mut c, 0, 2, 4, MoveStep::Begin).unwrap();
+    // A move begun and not finished (the manager failed over) comes first.
+    assert_eq!(plan_recovery(&c, &down).next, recovery(0, 2, 4, true));
+    step(&mut c, 0, 2, 4, MoveStep::Finish).unwrap();
+    assert_eq!(plan_recovery(&c, &down).next, recovery(1, 2, 4, false));
+    step(&mut c, 1, 2, 4, MoveStep::Begin).unwrap();
+    step(&mut c, 1, 2, 4, MoveStep::Finish).unwrap();
+    // Node 2 holds nothing now; the one-copy shard 2 is on node 1.
+    assert_eq!(plan_recovery(&c, &down), RecoveryPlan::default());
+}
+
+#[test]
+fn a_shard_that_cannot_take_a_member_is_reported_and_an_admins_move_left_alone() {
+    let mut c = config();
+    set_meta_recovery_wait(&mut c, "fs1", 60).unwrap();
+    // Two of three members down: no majority to change the group.
+    let p = plan_recovery(&c, &View(vec![(2, 100), (3, 100)]));
+    assert_eq!(p.next, None);
+    assert_eq!(p.stuck.len(), 2, "{:?}", p.stuck);
+    assert!(p.stuck[0].contains("shard 0 of fs1: 2 of its 3 members are not active"));
+    // The only free meta node down too.
+    let p = plan_recovery(&c, &View(vec![(2, 100), (4, 100)]));
+    assert_eq!(p.next, None);
+    assert!(p.stuck[0].contains("n2 is down and every active meta node already holds a copy"));
+    // A move an administrator began from a live node is theirs.
+    step(&mut c, 0, 1, 4, MoveStep::Begin).unwrap();
+    assert_eq!(
+        plan_recovery(&c, &View(vec![(2, 100)])).next,
+        recovery(1, 2, 4, false)
     );
 }

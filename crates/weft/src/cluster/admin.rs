@@ -93,6 +93,12 @@ pub struct FsCreateArgs {
     /// directory use every shard (0: never).
     #[arg(long, default_value_t = weft_proto::config::DEFAULT_DIR_SPLIT)]
     pub dir_split: u64,
+    /// Seconds a node holding a member of a replicated shard may be down
+    /// before the cluster manager gives that member's place to another
+    /// meta node, restoring the shard's replicas (0: never; `weft meta
+    /// move` does it by hand). As GPFS's metadataDiskWaitTimeForRecovery.
+    #[arg(long, default_value_t = weft_proto::config::DEFAULT_META_RECOVERY_WAIT)]
+    pub meta_recovery_wait: u64,
     #[command(flatten)]
     pub target: Target,
 }
@@ -424,6 +430,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
             chain_tables: tables,
             spares: Vec::new(),
             dir_split: args.dir_split,
+            meta_recovery_wait: args.meta_recovery_wait,
         };
         call_manager(
             pool,

@@ -478,6 +478,15 @@ async fn serve_node(
     );
     println!("weft: ready; Ctrl-C or SIGTERM stops the node");
 
+    // The manager's recovery of shard members whose node stays down.
+    let recovery = manager.as_ref().map(|_| {
+        super::shard_recovery::ShardRecovery::new(Cluster::from_config(
+            secret.clone(),
+            &format!("weft-manager-{}", cfg.node_id),
+            Some((&cfg.listen, handler.clone())),
+            config.clone(),
+        ))
+    });
     let follow = {
         let node = node.clone();
         let mounts_follow = mounts.clone();
@@ -503,6 +512,11 @@ async fn serve_node(
                     if leader {
                         m.reconcile_voters().await;
                         m.reconcile_disks().await;
+                        if let (Some(r), Some(c)) = (&recovery, m.raft().get()) {
+                            r.tick(m, &c);
+                        }
+                    } else if let Some(r) = &recovery {
+                        r.step_down();
                     }
                 }
                 let hb = QuorumRequest::Heartbeat {

@@ -17,7 +17,23 @@ use weft_proto::{ErrorKind, RemoteError, Response};
 use weft_quorum::disks::{self, DiskChanges};
 use weft_quorum::liveness::Liveness;
 use weft_quorum::restripe;
+use weft_quorum::shards::NodeView;
 use weft_quorum::{change, ConfigStore, QuorumError, RaftStore};
+
+/// The manager's view of the nodes at one moment: whether each is active,
+/// and how long it has been down.
+pub struct NodesNow {
+    nodes: std::collections::HashMap<u32, (bool, Option<Duration>)>,
+}
+
+impl NodeView for NodesNow {
+    fn active(&self, node: u32) -> bool {
+        self.nodes.get(&node).is_some_and(|(a, _)| *a)
+    }
+    fn down_for(&self, node: u32) -> Option<Duration> {
+        self.nodes.get(&node).and_then(|(_, d)| *d)
+    }
+}
 
 pub struct Manager {
     raft: Arc<RaftStore>,
@@ -238,6 +254,28 @@ impl Manager {
             };
             d.insert(nsd, Instant::now());
         }
+    }
+
+    /// How this manager sees every node of `cfg` now (itself active), for
+    /// the planners that act on lost nodes.
+    pub fn nodes_now(&self, cfg: &ClusterConfig) -> NodesNow {
+        let now = Instant::now();
+        let me = self.raft.id() as u32;
+        let l = self.lock_liveness();
+        let ids: Vec<u32> = cfg.nodes.iter().map(|n| n.id).collect();
+        let nodes = l
+            .states(&ids, now)
+            .into_iter()
+            .map(|s| {
+                let seen = if s.node == me {
+                    (true, None)
+                } else {
+                    (s.state == NodeLiveness::Active, l.down_for(s.node, now))
+                };
+                (s.node, seen)
+            })
+            .collect();
+        NodesNow { nodes }
     }
 
     /// On the leader: takes the NSDs of nodes that missed the failure

@@ -19,6 +19,7 @@ pub mod manager;
 pub mod node_config;
 pub mod resync;
 mod serving;
+pub mod shard_recovery;
 #[cfg(test)]
 mod sim;
 pub mod token;

@@ -91,6 +91,11 @@ fn table(fs: &FsInfo, disks: &[String], inodes_used: u64) -> String {
             fs.dir_split.to_string(),
             "Entries after which a directory spreads over every shard (0: never)",
         ),
+        (
+            "--meta-recovery-wait",
+            fs.meta_recovery_wait.to_string(),
+            "Seconds a shard member's node may be down before the member moves (0: never)",
+        ),
         ("-n", disks.len().to_string(), "Number of NSDs"),
         ("-d", disks.join(";"), "Disks in file system"),
         (

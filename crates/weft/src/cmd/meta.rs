@@ -5,7 +5,7 @@
 //! `--repair` commits the repairs of `weft_meta::fsck::repairs` shard by
 //! shard and deletes chunks that belong to no file).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use bytes::Bytes;
 use weft_client::Cluster;
 use weft_meta::fsck::{self, chunks, ShardRecords};
@@ -17,6 +17,7 @@ use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
 use super::fsck_chunks;
 use crate::admin;
+pub(super) use crate::shard_group::call;
 use crate::Target;
 
 #[derive(clap::Args)]
@@ -44,30 +45,6 @@ pub struct FsckArgs {
 
 /// Records read per scan request.
 const PAGE: u32 = 4096;
-
-pub(super) async fn call(
-    cluster: &Cluster,
-    fs: &FsInfo,
-    shard: ShardId,
-    req: MetaRequest,
-) -> Result<Response> {
-    let req = Request::Meta {
-        fs: fs.id,
-        shard,
-        req,
-        cred: None,
-    };
-    match cluster
-        .call_shard(fs, shard, req, Bytes::new())
-        .await
-        .result
-    {
-        Ok((resp, _)) => Ok(resp),
-        // The shard's refusal, for the caller to look at.
-        Err(weft_net::NetError::Remote(e)) => Ok(Response::Error(e)),
-        Err(e) => Err(e).with_context(|| format!("shard {shard}")),
-    }
-}
 
 /// One replica's view of its shard, asked of its node directly.
 pub(super) async fn replica_info(

@@ -58,8 +58,9 @@ use weft_proto::msg::{ConfigChange, MoveStep, ReplicaInfo};
 use weft_proto::types::{NodeId, ShardId};
 
 use super::meta::replica_info;
-use super::meta_move::{catch_up, set_voters};
-use super::restripe::change;
+use super::meta_move::say;
+use crate::admin::change;
+use crate::shard_group::{catch_up, set_voters};
 
 /// The file system `name` and its shard `shard`, as the newest
 /// configuration has them.
@@ -247,10 +248,10 @@ async fn grow(
         wait_in_role(cluster, fs, s.id, node, &name_of(node), what, ok, deadline).await?;
     }
     for node in &joining {
-        catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline).await?;
+        catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline, &say).await?;
     }
     let members: Vec<NodeId> = std::iter::once(s.node).chain(joining).collect();
-    set_voters(cluster, fs, s.id, &members, deadline).await?;
+    set_voters(cluster, fs, s.id, &members, deadline, &say).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
     cluster.offer_config(&cfg);
     println!(
@@ -290,7 +291,7 @@ async fn shrink(
         fs.name,
         others.join(", ")
     );
-    set_voters(cluster, fs, s.id, &[keep], deadline).await?;
+    set_voters(cluster, fs, s.id, &[keep], deadline, &say).await?;
     let cfg = change(
         cluster,
         ConfigChange::ShrinkShard {
@@ -459,7 +460,7 @@ async fn regrade(
         step,
     };
     let others: Vec<NodeId> = s.members().into_iter().filter(|m| *m != node).collect();
-    set_voters(cluster, fs, s.id, &others, deadline).await?;
+    set_voters(cluster, fs, s.id, &others, deadline, &say).await?;
     let cfg = change(cluster, step(MoveStep::Begin)).await?;
     cluster.offer_config(&cfg);
     // Until its daemon has reopened the shard, the member of the old role
@@ -467,8 +468,8 @@ async fn regrade(
     // with the log and none of the records).
     let ok = |r: &ReplicaInfo| (r.role == "witness") == witness;
     wait_in_role(cluster, fs, s.id, node, node_name, role, &ok, deadline).await?;
-    catch_up(cluster, fs, s.id, node, node_name, deadline).await?;
-    set_voters(cluster, fs, s.id, &s.members(), deadline).await?;
+    catch_up(cluster, fs, s.id, node, node_name, deadline, &say).await?;
+    set_voters(cluster, fs, s.id, &s.members(), deadline, &say).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
     cluster.offer_config(&cfg);
     println!("weft: shard {} of {}: {node_name} is {role}", s.id, fs.name);

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use weft_client::Cluster;
 use weft_proto::config::{Availability, ChainMove, ClusterConfig, FsInfo};
-use weft_proto::msg::{ConfigChange, QuorumRequest};
+use weft_proto::msg::ConfigChange;
 use weft_proto::types::NsdId;
-use weft_proto::Response;
 use weft_quorum::restripe::{moves_of, name_of, restripe as plan};
 
 use crate::admin;
+use crate::admin::change;
 use crate::Target;
 
 #[derive(clap::Args)]
@@ -62,7 +62,7 @@ pub struct RestripeArgs {
 }
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["replicas", "meta_replicas"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["replicas", "meta_replicas", "meta_recovery_wait"])))]
 pub struct FsSetArgs {
     /// File system name.
     name: String,
@@ -78,6 +78,11 @@ pub struct FsSetArgs {
     /// replicated shard's leader keeps the one copy.
     #[arg(short = 'm')]
     meta_replicas: Option<u8>,
+    /// Seconds a node holding a member of a replicated shard may be down
+    /// before the cluster manager gives that member's place to another
+    /// meta node (0: never).
+    #[arg(long)]
+    meta_recovery_wait: Option<u64>,
     /// With -m: give up (the change is finished by running the command
     /// again) after this many seconds.
     #[arg(long, default_value_t = 1800)]
@@ -101,14 +106,6 @@ pub struct DiskDeleteArgs {
 const POLL: Duration = Duration::from_secs(1);
 /// How often a progress line is printed when not on a terminal.
 const LINE_EVERY: Duration = Duration::from_secs(5);
-
-pub(super) async fn change(cluster: &Cluster, change: ConfigChange) -> Result<ClusterConfig> {
-    match cluster.call_manager(QuorumRequest::Change(change)).await? {
-        Response::Config(c) => Ok(*c),
-        Response::Error(e) => bail!("{}", e.message),
-        other => bail!("the cluster manager answered {other:?}"),
-    }
-}
 
 /// Copies the manager could not place (from a dry run of the planner on
 /// `cfg`), limited to `only` when not empty.
@@ -148,6 +145,26 @@ pub fn fs_set(args: FsSetArgs) -> Result<()> {
         if let Some(m) = args.meta_replicas {
             super::meta_replicas::set(&cluster, &args.name, m, Duration::from_secs(args.timeout))
                 .await?;
+        }
+        if let Some(secs) = args.meta_recovery_wait {
+            change(
+                &cluster,
+                ConfigChange::SetMetaRecoveryWait {
+                    fs: args.name.clone(),
+                    secs,
+                },
+            )
+            .await?;
+            match secs {
+                0 => println!(
+                    "weft: {}: shard members of a lost node stay where they are (`weft meta move` moves them)",
+                    args.name
+                ),
+                s => println!(
+                    "weft: {}: a shard member whose node is down for {s} s moves to another meta node",
+                    args.name
+                ),
+            }
         }
         Ok(())
     })

@@ -276,6 +276,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
             chains: None,
             meta_shards: plan.meta_shards,
             dir_split: plan.dir_split,
+            meta_recovery_wait: weft_proto::config::DEFAULT_META_RECOVERY_WAIT,
             target: target.clone(),
         })?;
     }

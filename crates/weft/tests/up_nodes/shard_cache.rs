@@ -31,7 +31,7 @@ fn nsd_reads(data: &Path) -> u64 {
 
 /// The rows of `weft meta list`: shard, replica names (witness included),
 /// leader name (`-` for none).
-fn shards(list: &str) -> Vec<(u16, Vec<String>, String)> {
+pub(super) fn shards(list: &str) -> Vec<(u16, Vec<String>, String)> {
     list.lines()
         .filter(|l| !l.contains("shard(s)"))
         .filter_map(|l| {
@@ -47,7 +47,7 @@ fn shards(list: &str) -> Vec<(u16, Vec<String>, String)> {
         .collect()
 }
 
-fn shard_of(p: &Path) -> u16 {
+pub(super) fn shard_of(p: &Path) -> u16 {
     use std::os::unix::fs::MetadataExt;
     (std::fs::metadata(p).unwrap().ino() >> 48) as u16
 }

@@ -104,6 +104,7 @@ fn config(replicas: usize) -> ClusterConfig {
             chain_tables: vec![table],
             spares: spare,
             dir_split: 0,
+            meta_recovery_wait: 0,
         }],
     }
 }

@@ -66,6 +66,7 @@ fn config(replicas: usize) -> ClusterConfig {
             }],
             spares: Vec::new(),
             dir_split: 0,
+            meta_recovery_wait: 0,
         }],
     }
 }
