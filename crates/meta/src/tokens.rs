@@ -294,6 +294,26 @@ impl Tokens {
             .any(|(&(f, c), q)| f == fs && c != client && q.live(now))
     }
 
+    /// Whether [`Tokens::revoke`] of `items` would ask another client than
+    /// `except` for anything (and so wait for it).
+    pub fn would_revoke(&self, fs: FsId, except: u64, items: &[Revoke]) -> bool {
+        if items.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        let st = self.lock();
+        items.iter().any(|item| {
+            let covers = match item {
+                Revoke::Inode(ino) | Revoke::Flush(ino) => Covers::Attr(fs, *ino),
+                Revoke::Entry { parent, name } => Covers::Entry(fs, *parent, name.clone()),
+                Revoke::Data { .. } | Revoke::Shard(_) => return false,
+            };
+            st.grants
+                .get(&covers)
+                .is_some_and(|hs| hs.iter().any(|h| h.live(now) && h.client != except))
+        })
+    }
+
     /// Revokes every token but `except`'s on what `items` name and waits
     /// (up to the revocation wait) for the holders to acknowledge.
     pub fn revoke(&self, fs: FsId, except: u64, items: &[Revoke]) -> Revoked {

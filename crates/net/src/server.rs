@@ -1,6 +1,8 @@
-//! The accept loop: one task per connection reads frames, runs each request
-//! on the blocking pool, and a writer task sends the responses back in the
-//! order they finish.
+//! The accept loop: one task per connection reads frames and runs each
+//! request on the blocking pool — or, when the handler says it is short
+//! (`Handler::is_quick`, `Handler::try_quick`), on the connection's own
+//! task before it reads the next frame — and a writer task sends the
+//! responses back in the order they finish.
 
 use std::sync::Arc;
 
@@ -53,14 +55,15 @@ pub trait Handler: Send + Sync + 'static {
     }
 
     /// Whether `req` (with `data_len` bytes of data, from client `from`) is short and does not
-    /// wait on a disk, so that a caller in this process may run it on its
-    /// own (async) thread instead of handing it to the blocking pool (see
-    /// `Peer::local`).
+    /// wait on a disk, so that a caller in this process, or the task of the
+    /// connection it came on, may run it on its own (async) thread instead
+    /// of handing it to the blocking pool (see `Peer::local`).
     fn is_quick(&self, _from: u64, _req: &Request, _data_len: usize) -> bool {
         false
     }
 
-    /// Serves `req` on the caller's (async) thread if it turns out short:
+    /// Serves `req` on the caller's or the connection's (async) thread if
+    /// it turns out short:
     /// `None` when it would wait (nothing done then), and the caller hands
     /// it to the blocking pool. For requests that are usually quick but
     /// cannot be told in advance (see `Peer::local`).
@@ -198,13 +201,33 @@ async fn connection(
                 continue;
             }
         }
+        let id = frame.header.request_id;
+        let data = frame.data;
+        // A short request is served here, on the connection's task: two
+        // thread hand-offs (to the blocking pool and back) cost more than
+        // it does (see `Handler::is_quick`, `Handler::try_quick`).
+        let quick = if handler.is_quick(from, &req, data.len()) {
+            Ok(served(&*handler, from, trace, req, data))
+        } else {
+            match served_quick(&*handler, from, trace, &req, &data) {
+                Some(out) => Ok(out),
+                None => Err((req, data)),
+            }
+        };
+        let (req, data) = match quick {
+            Ok((resp, data)) => {
+                if tx.send((id, resp, data)).await.is_err() {
+                    break Ok(());
+                }
+                continue;
+            }
+            Err(slow) => slow,
+        };
         let Ok(permit) = permits.clone().acquire_owned().await else {
             break Ok(());
         };
         let handler = handler.clone();
         let tx = tx.clone();
-        let id = frame.header.request_id;
-        let data = frame.data;
         tokio::spawn(async move {
             let out =
                 tokio::task::spawn_blocking(move || served(&*handler, from, trace, req, data))

@@ -479,7 +479,20 @@ impl Handler for Node {
                 | MetaRequest::Written { .. } => true,
                 _ => false,
             };
-        if !fits || self.may_wait_for_others(*fs, from, req) {
+        // These wait for other clients only to revoke what their commit
+        // changes, and hand off before committing when it would (see
+        // `weft_meta::MetaServer::try_handle_local`); the others may wait
+        // for other clients' writes or data tokens first.
+        let revokes_only = matches!(
+            req,
+            MetaRequest::Create { .. }
+                | MetaRequest::CreateMasked { .. }
+                | MetaRequest::Unlink { .. }
+                | MetaRequest::SetAttr { .. }
+                | MetaRequest::TouchAtime { .. }
+                | MetaRequest::WriteInline { .. }
+        );
+        if !fits || (!revokes_only && self.may_wait_for_others(*fs, from, req)) {
             return None;
         }
         m.try_handle_local(

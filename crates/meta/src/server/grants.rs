@@ -123,6 +123,16 @@ impl MetaServer {
         self.count_revoked(r);
     }
 
+    /// Whether revoking what a change wrote (`keys`) would ask another
+    /// client than the one served for anything.
+    pub(super) fn would_revoke(&self, keys: &[(crate::kv::Space, Vec<u8>)]) -> bool {
+        let Some(tokens) = self.tokens() else {
+            return false;
+        };
+        let items = revokes_of(keys.iter().map(|(sp, k)| (*sp, k.as_slice())));
+        tokens.would_revoke(self.spec.fs, current_client(), &items)
+    }
+
     /// Counts what revoking did in the node's metrics.
     pub(super) fn count_revoked(&self, r: Revoked) {
         if r.clients > 0 {

@@ -275,8 +275,9 @@ impl MetaServer {
     }
 
     /// [`MetaServer::handle_as`] if `req` needs nothing but this shard's own
-    /// records, none of them held: it then never waits, so a caller may run
-    /// it on an async thread. `None` (and nothing done) otherwise: the
+    /// records, none of them held, and its commit revokes nothing another
+    /// client holds: it then never waits, so a caller may run it on an
+    /// async thread. `None` (and nothing done) otherwise: the
     /// caller runs [`MetaServer::handle_as`] where it may wait. Only for
     /// requests that change nothing before their first transaction.
     pub fn try_handle_local(

@@ -464,3 +464,52 @@ fn only_a_written_of_unsynced_data_makes_the_durable_commit_wait_for_a_barrier()
     let fx = fx.reopen();
     assert_eq!(fx.attr(MetaRequest::GetAttr { ino: f.ino }).size, 300);
 }
+
+/// On a caller's own thread (`try_handle_local`) a change whose commit
+/// would revoke what another client holds is handed off before it commits:
+/// nothing written, `None`. Run where it may wait, it commits and revokes;
+/// with nothing held elsewhere, it runs on the caller's thread.
+#[test]
+fn a_change_that_would_revoke_is_handed_off_before_it_commits() {
+    use crate::tokens::{Grant, Tokens};
+    use weft_proto::token::Revoke;
+    let fx = Fx::new();
+    let fs = fx.srv.spec().fs;
+    let tokens = Arc::new(Tokens::new(std::time::Duration::from_secs(5)));
+    fx.srv.set_tokens(tokens.clone());
+    let e = fx.file(ROOT_INO, "e");
+    fx.file(ROOT_INO, "g");
+    // Client 7 caches the name "e" and its file, which unlinking e changes.
+    tokens.poll(fs, 7, 0, std::time::Duration::ZERO);
+    tokens.grant(
+        fs,
+        7,
+        &[Grant::Entry(ROOT_INO, b"e".to_vec()), Grant::Attr(e.ino)],
+    );
+    let unlink = |name: &str| MetaRequest::Unlink {
+        parent: ROOT_INO,
+        name: name.as_bytes().to_vec(),
+    };
+    assert!(fx
+        .srv
+        .try_handle_local(8, unlink("e"), Bytes::new(), None)
+        .is_none());
+    assert_eq!(fx.getattr(e.ino).nlink, 1, "nothing committed");
+    // Where it may wait: it commits once client 7 has dropped them.
+    let holder = {
+        let t = tokens.clone();
+        std::thread::spawn(move || {
+            let got = t.poll(fs, 7, 0, std::time::Duration::from_secs(5));
+            assert!(got.items.contains(&Revoke::Inode(e.ino)), "{got:?}");
+            t.poll(fs, 7, got.seq, std::time::Duration::ZERO);
+        })
+    };
+    let (r, _) = fx.srv.handle_for(8, unlink("e"), Bytes::new(), None);
+    assert!(!matches!(r, Response::Error(_)), "{r:?}");
+    holder.join().unwrap();
+    // Nothing held elsewhere: served on the caller's thread.
+    match fx.srv.try_handle_local(8, unlink("g"), Bytes::new(), None) {
+        Some((r, _)) => assert!(!matches!(r, Response::Error(_)), "{r:?}"),
+        None => panic!("unlinking g, which no other client holds, was handed off"),
+    }
+}
