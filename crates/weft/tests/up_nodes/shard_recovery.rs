@@ -83,6 +83,7 @@ fn a_lost_nodes_shard_members_move_and_their_groups_outlive_the_next_loss() {
         .unwrap_or_else(|| panic!("neither node4 nor node5 holds a shard member:\n{list}"));
     let held = holding(lost);
     kill_node(&data, lost.trim_start_matches("node").parse().unwrap());
+    let killed = Instant::now();
     wait(
         "the lost node's shard members moved to live nodes",
         Duration::from_secs(240),
@@ -94,6 +95,12 @@ fn a_lost_nodes_shard_members_move_and_their_groups_outlive_the_next_loss() {
                     m.len() == 3 && !m.iter().any(|n| n == lost) && l != "-" && l != lost
                 })
         },
+    );
+    eprintln!(
+        "[shard_recovery] {} shard member(s) of {lost} moved {:.1} s after it was killed \
+         (failure detection 2 s, --meta-recovery-wait 2)",
+        held.len(),
+        killed.elapsed().as_secs_f64()
     );
     let logs: String = (1..=5)
         .map(|k| std::fs::read_to_string(data.join(format!("node{k}.log"))).unwrap_or_default())
