@@ -9,6 +9,7 @@
 //! manager's view of which nodes are alive; the manager runs the move it
 //! picks (`crates/weft/src/cluster/shard_recovery.rs`).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use weft_proto::config::{ClusterConfig, FsInfo, ShardInfo};
@@ -64,8 +65,10 @@ pub trait NodeView {
 /// The next member move that restores a lost member of a replicated shard,
 /// one at a time: a recorded move from a down node is finished first, then
 /// the first member (by file system, then shard) whose node has been down
-/// for its file system's wait moves to the live meta node that holds the
-/// fewest members of that file system and none of the shard.
+/// for its file system's wait moves to a live meta node that holds none of
+/// the shard: one outside the failure groups of the members that stay if
+/// there is one, then the one holding the fewest members of that file
+/// system.
 pub fn plan_recovery(config: &ClusterConfig, view: &dyn NodeView) -> RecoveryPlan {
     let mut plan = RecoveryPlan::default();
     for f in config
@@ -135,8 +138,10 @@ pub fn plan_recovery(config: &ClusterConfig, view: &dyn NodeView) -> RecoveryPla
 }
 
 /// The active meta node that takes a lost member's place in `s`: none of
-/// its members, the fewest members of `f`'s shards (moves under way
-/// counted), then the lowest id.
+/// its members; first one whose NSDs share no failure group with the NSDs
+/// of the members that stay (a node's failure groups are its NSDs'; a node
+/// with no NSD shares none), then the fewest members of `f`'s shards (moves
+/// under way counted), then the lowest id.
 fn target(
     config: &ClusterConfig,
     f: &FsInfo,
@@ -144,6 +149,19 @@ fn target(
     view: &dyn NodeView,
 ) -> Option<NodeId> {
     let members = s.members();
+    let groups = |n: NodeId| -> BTreeSet<u32> {
+        config
+            .nsds
+            .iter()
+            .filter(|d| d.node == n)
+            .map(|d| d.failure_group)
+            .collect()
+    };
+    let staying: BTreeSet<u32> = members
+        .iter()
+        .filter(|m| view.active(**m))
+        .flat_map(|m| groups(*m))
+        .collect();
     let held = |n: NodeId| {
         f.shards
             .iter()
@@ -154,7 +172,7 @@ fn target(
         .nodes
         .iter()
         .filter(|n| n.roles.meta && view.active(n.id) && !members.contains(&n.id))
-        .map(|n| (held(n.id), n.id))
+        .map(|n| (!groups(n.id).is_disjoint(&staying), held(n.id), n.id))
         .min()
-        .map(|(_, id)| id)
+        .map(|(_, _, id)| id)
 }

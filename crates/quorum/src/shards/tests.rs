@@ -389,3 +389,39 @@ fn a_shard_that_cannot_take_a_member_is_reported_and_an_admins_move_left_alone()
         recovery(1, 2, 4, false)
     );
 }
+
+#[test]
+fn a_lost_member_goes_outside_the_failure_groups_of_those_that_stay() {
+    use weft_proto::config::{Availability, DiskStatus, NsdInfo, Usage};
+    let mut c = config();
+    set_meta_recovery_wait(&mut c, "fs1", 60).unwrap();
+    let mut n6 = c.nodes[3].clone();
+    (n6.id, n6.name) = (6, "n6".into());
+    c.nodes.push(n6);
+    // Node 4 shares failure group 1 with node 1, which stays in shard 0.
+    for (id, node, fg) in [(1, 1, 1), (2, 2, 2), (3, 3, 3), (4, 4, 1), (6, 6, 6)] {
+        c.nsds.push(NsdInfo {
+            id,
+            name: format!("d{id}"),
+            node,
+            device: format!("/d{id}"),
+            failure_group: fg,
+            usage: Usage::DataAndMetadata,
+            pool: "system".into(),
+            size: 1 << 30,
+            status: DiskStatus::Up,
+            availability: Availability::Ready,
+        });
+    }
+    // Node 6 gets it although node 4 holds fewer members (none, like 6)
+    // and has the lower id.
+    assert_eq!(
+        plan_recovery(&c, &View(vec![(2, 100)])).next,
+        recovery(0, 2, 6, false)
+    );
+    // Node 6 down too: node 4, sharing a group, rather than nothing.
+    assert_eq!(
+        plan_recovery(&c, &View(vec![(2, 100), (6, 100)])).next,
+        recovery(0, 2, 4, false)
+    );
+}
