@@ -118,14 +118,13 @@ impl MetaServer {
             body,
         );
         match out {
-            Ok(v) if local_only() && self.would_revoke(&tx.written.kv) => {
+            Ok(_) if local_only() && self.would_revoke(&tx.written.kv) => {
                 // Answering would wait for other clients to drop what they
                 // cache: not on the caller's own thread. Nothing is
                 // committed; the request runs again on the blocking pool.
                 if let Err(abort) = tx.abort() {
                     tracing::warn!(error = %abort, "aborting a transaction handed off");
                 }
-                drop(v);
                 Err(OpError::Locked { txid: 0 })
             }
             Ok(v) => {
