@@ -121,9 +121,16 @@ pub const DIRECT_ALIGN: usize = 4096;
 
 /// A zeroed buffer of at least `len` bytes whose start is aligned for
 /// direct I/O, and where in `raw` that start is.
+// Zeroing by a write is the point (see inside).
+#[allow(clippy::slow_vector_initialization)]
 pub(crate) fn aligned(len: usize) -> (Vec<u8>, usize) {
     let span = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let raw = vec![0u8; span + DIRECT_ALIGN];
+    // Zeroed by a write rather than asked of the allocator zeroed
+    // (`calloc`), which for a large buffer may hand out pages it has just
+    // dropped, each faulted in again on first touch; a buffer of megabytes
+    // is allocated for every chunk read.
+    let mut raw = Vec::with_capacity(span + DIRECT_ALIGN);
+    raw.resize(span + DIRECT_ALIGN, 0u8);
     let skew = raw.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
     (raw, skew)
 }

@@ -1,6 +1,11 @@
 //! `weft`: the one binary of a Weft cluster. `weft up` runs the embedded
 //! one-node cluster and mounts it; the other subcommands administer a running
 //! cluster through the wire protocol, as GPFS `mm*` commands do.
+//!
+//! Memory comes from jemalloc: every metadata transaction and chunk-index
+//! commit allocates and frees page buffers, and under glibc's allocator
+//! that took about a seventh of the daemon's CPU in metadata-heavy runs
+//! (`docs/performance-io500-hard.md`).
 
 mod admin;
 mod barrier;
@@ -18,6 +23,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[derive(Parser)]
 #[command(name = "weft", version, about = "Weft parallel cluster file system")]
