@@ -20,6 +20,12 @@ pub trait Disk: Send + Sync + fmt::Debug + 'static {
     fn read_direct_at(&self, _buf: &mut [u8], _offset: u64) -> io::Result<bool> {
         Ok(false)
     }
+    /// Writes `buf` (a multiple of 4 KiB, at a 4 KiB `offset`) past the
+    /// page cache; `false`, having written nothing, where the disk cannot.
+    /// Durable, like [`Self::write_at`], only after the next [`Self::sync`].
+    fn write_direct_at(&self, _buf: &[u8], _offset: u64) -> io::Result<bool> {
+        Ok(false)
+    }
     /// Makes every write so far durable.
     fn sync(&self) -> io::Result<()>;
     /// Bytes on the device.
@@ -106,11 +112,12 @@ impl FileDisk {
     }
 }
 
-/// The file opened for reads past the page cache; `None` where the file
-/// system does not do direct I/O (tmpfs).
+/// The file opened for reads and writes past the page cache; `None` where
+/// the file system does not do direct I/O (tmpfs).
 fn open_direct(path: &Path) -> Option<File> {
     OpenOptions::new()
         .read(true)
+        .write(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .ok()
@@ -168,6 +175,39 @@ impl Disk for FileDisk {
         };
         direct.read_exact_at(dst, offset)?;
         buf.copy_from_slice(dst);
+        Ok(true)
+    }
+    fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<bool> {
+        let Some(direct) = &self.direct else {
+            return Ok(false);
+        };
+        let align = crate::chunk_file::DIRECT_ALIGN;
+        if !buf.len().is_multiple_of(align) || !offset.is_multiple_of(align as u64) {
+            return Ok(false);
+        }
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > self.len)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "write of {} bytes at {offset} passes the end of the device ({} bytes)",
+                    buf.len(),
+                    self.len
+                ),
+            ));
+        }
+        if buf.as_ptr().align_offset(align) == 0 {
+            direct.write_all_at(buf, offset)?;
+            return Ok(true);
+        }
+        let (mut raw, skew) = crate::chunk_file::aligned(buf.len());
+        let Some(dst) = raw.get_mut(skew..skew + buf.len()) else {
+            return Ok(false);
+        };
+        dst.copy_from_slice(buf);
+        direct.write_all_at(dst, offset)?;
         Ok(true)
     }
     fn sync(&self) -> io::Result<()> {

@@ -1,4 +1,5 @@
-//! Crashes at every write of the device: a workload run on a disk that
+//! Crashes at every write of the device (a whole block goes past the page
+//! cache, smaller writes through it): a workload run on a disk that
 //! fails from each operation on, then reopened from what survived, reads
 //! as one of the workload's states no older than its last durable step.
 
@@ -132,6 +133,10 @@ fn a_crash_at_every_device_write_leaves_old_or_new_data_and_keeps_what_was_durab
     let (states, _) = workload(&e);
     let total = disk.ops();
     assert_eq!(states.len(), 14, "the workload runs whole without a crash");
+    assert!(
+        disk.direct_writes() > 0,
+        "the whole-block write went past the page cache, so crashes hit it too"
+    );
     drop(e);
     let mut checked = 0;
     for crash_at in open_ops..=total {
@@ -176,4 +181,28 @@ fn workload_step_in_flight(states: &[State], durable: usize, got: &State) -> boo
     let (all, _) = workload(&e);
     let next = states.len();
     durable < all.len() && all.get(next).is_some_and(|st| st == got)
+}
+
+#[test]
+fn whole_blocks_go_past_the_page_cache_and_small_writes_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = file_spec(dir.path(), 1, 48 << 20);
+    format_nsd(&s, CLUSTER).unwrap();
+    let image = std::fs::read(&s.path).unwrap();
+    let disk = Arc::new(CrashDisk::new(image, u64::MAX));
+    let e = Engine::open_on(disk.clone(), s.clone(), CLUSTER).unwrap();
+    let block = pattern(1, BS as usize);
+    e.write(&chunk(1, 0), 0, &block, WriteMode::default())
+        .unwrap();
+    assert_eq!(disk.direct_writes(), 1, "a whole block is one direct write");
+    let small = pattern(2, 4096);
+    e.write(&chunk(1, 0), 8192, &small, WriteMode::default())
+        .unwrap();
+    e.write(&chunk(2, 0), 0, &small[..3901], WriteMode::default())
+        .unwrap();
+    assert_eq!(disk.direct_writes(), 1, "4 KiB writes go through the cache");
+    let mut want = block;
+    want[8192..8192 + 4096].copy_from_slice(&small);
+    assert_eq!(read_all(&e, &chunk(1, 0)).unwrap().unwrap(), want);
+    assert_eq!(read_all(&e, &chunk(2, 0)).unwrap().unwrap(), &small[..3901]);
 }

@@ -23,6 +23,8 @@ pub(super) struct CrashState {
     /// What survives a power cut: synced writes only.
     durable: Vec<u8>,
     unsynced: Vec<(u64, Vec<u8>)>,
+    /// Writes that came through `write_direct_at`.
+    direct_writes: u64,
     /// Writes and syncs so far; the device fails from `crash_at` on.
     ops: u64,
     crash_at: u64,
@@ -43,6 +45,7 @@ impl CrashDisk {
                 durable: image.clone(),
                 now: image,
                 unsynced: Vec::new(),
+                direct_writes: 0,
                 ops: 0,
                 crash_at,
             }),
@@ -79,6 +82,10 @@ impl CrashDisk {
     pub(super) fn ops(&self) -> u64 {
         self.state.lock().unwrap().ops
     }
+
+    pub(super) fn direct_writes(&self) -> u64 {
+        self.state.lock().unwrap().direct_writes
+    }
 }
 
 impl Disk for CrashDisk {
@@ -98,6 +105,13 @@ impl Disk for CrashDisk {
         s.now[o..o + buf.len()].copy_from_slice(buf);
         s.unsynced.push((offset, buf.to_vec()));
         Ok(())
+    }
+    /// A direct write is lost at a power cut like any other until the next
+    /// sync (the device's own cache holds it).
+    fn write_direct_at(&self, buf: &[u8], offset: u64) -> io::Result<bool> {
+        self.write_at(buf, offset)?;
+        self.state.lock().unwrap().direct_writes += 1;
+        Ok(true)
     }
     fn sync(&self) -> io::Result<()> {
         let mut s = self.step()?;

@@ -1,6 +1,7 @@
 //! An engine NSD's file: chunks and usage survive a reopen, a damaged
 //! sector fails only the reads that touch it, a full NSD refuses writes
-//! until deletes free space, and format refuses what is not its own.
+//! until deletes free space, format refuses what is not its own, and a
+//! direct write replaces what the host's page cache held.
 
 use weft_nsd::{format_nsd, format_nsd_forced, ChunkStore, Engine, NsdError};
 use weft_nsd::{RequestError, WriteMode};
@@ -161,4 +162,28 @@ fn format_refuses_a_file_system_or_another_label_without_force() {
         format_nsd(&small, CLUSTER).unwrap_err(),
         NsdError::TooSmall { .. }
     ));
+}
+
+#[test]
+fn a_direct_write_replaces_what_the_page_cache_held() {
+    use weft_nsd::engine::disk::{Disk, FileDisk};
+    // Under the target directory: a file system that does direct I/O,
+    // where a temporary directory may be tmpfs.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let disk = FileDisk::create_file(&dir.path().join("d.img"), 1 << 20).unwrap();
+    let old = pattern(1, 256 << 10);
+    disk.write_at(&old, 64 << 10).unwrap();
+    let mut got = vec![0u8; old.len()];
+    disk.read_at(&mut got, 64 << 10).unwrap();
+    assert_eq!(got, old, "read back through the cache");
+    // An unaligned source is copied to an aligned buffer first.
+    let new = pattern(2, (256 << 10) + 1);
+    assert!(disk.write_direct_at(&new[1..], 64 << 10).unwrap());
+    disk.read_at(&mut got, 64 << 10).unwrap();
+    assert_eq!(got, new[1..], "the cached old bytes are not read");
+    // Not whole pages, or past the end: not written, or refused.
+    assert!(!disk.write_direct_at(&new[..100], 0).unwrap());
+    assert!(!disk.write_direct_at(&new[1..4097], 100).unwrap());
+    assert!(disk.write_direct_at(&new[1..4097], 1 << 20).is_err());
+    disk.sync().unwrap();
 }
