@@ -25,18 +25,6 @@ fn zero_page_crc() -> u32 {
 }
 
 /// Where the bytes of one page of a write come from.
-/// Runs of pages at least this long are written past the host's page cache
-/// (`O_DIRECT`), shorter ones through it. A large write then costs no copy
-/// into the cache and no write-back later, and the device takes it while
-/// the next block arrives: one stream of 1 MiB records with fsync went from
-/// about 500–700 to 1,050–1,220 MiB/s on file and loop-device NSDs, IO500
-/// ior-hard writes from about 380–480 to 720–890 (`docs/chunk-engine.md`).
-/// A short one written directly waits for the device on the request's path,
-/// where through the cache it waits only at the next barrier, with every
-/// write since: written directly, 3,901-byte files were created about a
-/// quarter slower.
-const DIRECT_WRITE_MIN: usize = 256 * 1024;
-
 enum Src {
     /// `data[from..from + 4 KiB]`: the write covers the page whole.
     Data(usize),
@@ -297,7 +285,7 @@ impl Engine {
                 }
             };
             let at = self.unit_offset(u);
-            let done = bytes.len() >= DIRECT_WRITE_MIN
+            let done = bytes.len() >= crate::chunk_file::DIRECT_WRITE_MIN
                 && self
                     .disk
                     .write_direct_at(bytes, at)
