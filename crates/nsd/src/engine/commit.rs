@@ -4,8 +4,13 @@
 //! redb transaction. A commit costs the same whether it carries one edit or
 //! ten, so concurrent writers to one NSD share it.
 //!
-//! Every request still holds its chunk's lock until its own edit is
-//! committed, so two edits of one batch are never of the same chunk, and a
+//! Every commit also carries the records of writes that did not wait for
+//! one (`pending.rs`): a write that is not a sync write gathers its record
+//! there and returns, and the next commit writes the latest record of each
+//! chunk gathered.
+//!
+//! A request that waits for its commit holds its chunk's lock until its
+//! own edit is committed, so two edits of one batch are never of the same chunk, and a
 //! request returns only once its edit is in the index (or the batch failed,
 //! and then nothing of the batch is).
 
@@ -14,8 +19,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use redb::{Durability, ReadableTable};
 
+use weft_proto::types::ChunkId;
+
 use super::alloc::{self, Run};
-use super::record::KEY_LEN;
+use super::pending::Taken;
+use super::record::{self, Record, KEY_LEN};
 use super::{Change, Engine, BITMAP, CHUNKS, COUNTERS};
 use crate::error::RequestError;
 
@@ -77,11 +85,29 @@ impl Engine {
         // they are still queued, and we commit the queue.
         if lock(&outcome).is_none() {
             let batch = std::mem::take(&mut *lock(&self.commits.queued));
-            let result = self.commit_batch(&batch);
-            if result.is_err() {
-                let mut a = self.allocator();
-                for q in &batch {
-                    a.release(&q.change.taken);
+            // Taken before the device sync of a durable commit, so that the
+            // sync covers the data of every gathered record too.
+            let gathered = self.pending.take();
+            let result = self.commit_batch(&batch, &gathered);
+            match &result {
+                Ok(()) => {
+                    for (c, r) in gathered.records {
+                        match r {
+                            Some(r) => self.records.put(c, r),
+                            None => {
+                                self.records.take(&c);
+                            }
+                        }
+                    }
+                    self.pending.landed();
+                }
+                Err(_) => {
+                    let mut a = self.allocator();
+                    for q in &batch {
+                        a.release(&q.change.taken);
+                    }
+                    drop(a);
+                    self.pending.failed(gathered.change);
                 }
             }
             for q in &batch {
@@ -99,9 +125,34 @@ impl Engine {
         }
     }
 
-    /// Writes the batch's edits, bitmap bits and chunk count in one
-    /// transaction.
-    fn commit_batch(&self, batch: &[Queued]) -> Result<(), Failure> {
+    /// Gathers a chunk's new record (`None`: removed) and its allocator
+    /// change for the next commit (`pending.rs`), and makes that commit now
+    /// when much has gathered. The caller holds the chunk's lock.
+    pub(crate) fn defer(
+        &self,
+        c: &ChunkId,
+        rec: Option<Arc<Record>>,
+        change: Change,
+    ) -> Result<(), RequestError> {
+        if self.pending.add(*c, rec, change) {
+            self.commit(false, Vec::new(), Change::default())?;
+        }
+        Ok(())
+    }
+
+    /// Commits the gathered records, if any, before a walk of the index;
+    /// with a commit carrying some running, waits for it (by making the
+    /// next one).
+    pub(crate) fn flush_pending(&self) -> Result<(), RequestError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.commit(false, Vec::new(), Change::default())
+    }
+
+    /// Writes the gathered records and the batch's edits, bitmap bits and
+    /// chunk count in one transaction.
+    fn commit_batch(&self, batch: &[Queued], gathered: &Taken) -> Result<(), Failure> {
         let index = |op: &'static str| {
             move |e: &dyn std::fmt::Display| Failure {
                 op,
@@ -125,6 +176,16 @@ impl Engine {
         let mut txn = self.db.begin_write().map_err(|e| index("update")(&e))?;
         {
             let mut t = txn.open_table(CHUNKS).map_err(|e| index("update")(&e))?;
+            // Gathered records first: a queued edit of the same chunk is newer
+            // (its writer read the gathered record under the chunk's lock).
+            for (c, r) in &gathered.records {
+                let key = record::key(c);
+                match r {
+                    Some(r) => t.insert(&key[..], &r.encode()[..]).map(|_| ()),
+                    None => t.remove(&key[..]).map(|_| ()),
+                }
+                .map_err(|e| index("update")(&e))?;
+            }
             for e in batch.iter().flat_map(|q| &q.edits) {
                 match &e.value {
                     Some(v) => t.insert(&e.key[..], &v[..]).map(|_| ()),
@@ -136,10 +197,12 @@ impl Engine {
         let taken: Vec<Run> = batch
             .iter()
             .flat_map(|q| q.change.taken.iter().copied())
+            .chain(gathered.change.taken.iter().copied())
             .collect();
         let freed: Vec<Run> = batch
             .iter()
             .flat_map(|q| q.change.freed.iter().copied())
+            .chain(gathered.change.freed.iter().copied())
             .collect();
         {
             let mut bitmap = txn
@@ -166,7 +229,8 @@ impl Engine {
                 return Err(index("update the bitmap of")(&e));
             }
         }
-        let chunks: i64 = batch.iter().map(|q| q.change.chunks).sum();
+        let chunks: i64 =
+            batch.iter().map(|q| q.change.chunks).sum::<i64>() + gathered.change.chunks;
         let mut count = None;
         if chunks != 0 {
             let mut counters = txn.open_table(COUNTERS).map_err(|e| index("update")(&e))?;
@@ -207,11 +271,11 @@ impl Engine {
     /// which also covers the barriers that queued behind it meanwhile.
     pub fn barrier(&self) -> Result<(), RequestError> {
         let want = self.seq.load(Ordering::Acquire);
-        if self.durable_seq.load(Ordering::Acquire) >= want {
+        if self.durable_seq.load(Ordering::Acquire) >= want && self.pending.is_empty() {
             return Ok(());
         }
         let _one_at_a_time = lock(&self.sync_gate);
-        if self.durable_seq.load(Ordering::Acquire) >= want {
+        if self.durable_seq.load(Ordering::Acquire) >= want && self.pending.is_empty() {
             return Ok(());
         }
         self.commit(true, Vec::new(), Change::default())

@@ -234,17 +234,21 @@ impl Engine {
                 rec.chain = mode.chain;
             }
         }
-        let edit = Edit {
-            key: record::key(c),
-            value: Some(rec.encode()),
-        };
         let change = Change {
             taken,
             freed,
             chunks: i64::from(existed.is_none()),
         };
-        self.commit(mode.sync, vec![edit], change)?;
-        self.records.put(*c, Arc::new(rec));
+        if mode.sync {
+            let edit = Edit {
+                key: record::key(c),
+                value: Some(rec.encode()),
+            };
+            self.commit(true, vec![edit], change)?;
+            self.records.put(*c, Arc::new(rec));
+        } else {
+            self.defer(c, Some(Arc::new(rec)), change)?;
+        }
         Ok(self.alloc_delta(existed, Some(new_len)))
     }
 

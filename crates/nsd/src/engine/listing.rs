@@ -77,6 +77,8 @@ impl Engine {
         range: (Bound<&[u8]>, Bound<&[u8]>),
         mut visit: impl FnMut(Entry) -> bool,
     ) -> Result<(), RequestError> {
+        // The index holds every record once the gathered ones are in.
+        self.flush_pending()?;
         let r = self
             .db
             .begin_read()

@@ -29,8 +29,10 @@
 //! Units freed by a transaction are not reused before a durable commit has
 //! made the freeing durable ([`alloc::Allocator::free_later`]).
 //!
-//! Requests that reach their index edit while another commit runs share the
-//! next one (`commit.rs`), and decoded records of recently used chunks stay
+//! A write that is not a sync write does not wait for an index commit: its
+//! record is gathered (`pending.rs`) and the next commit carries the latest
+//! record of every chunk gathered. Requests that wait for their index edit
+//! while another commit runs share the next one (`commit.rs`), and decoded records of recently used chunks stay
 //! in memory (`cache.rs`), so a small write or read does not decode its
 //! chunk's record from the index each time.
 //!
@@ -55,6 +57,7 @@ mod commit;
 pub mod disk;
 mod io;
 mod listing;
+mod pending;
 pub mod record;
 pub mod region;
 mod remove;
@@ -109,6 +112,8 @@ pub struct Engine {
     records: cache::RecordCache,
     /// Index edits waiting for the next (grouped) commit.
     commits: commit::CommitQueue,
+    /// Records of writes that did not wait for a commit.
+    pending: pending::Pending,
     chunks: AtomicU64,
     /// Only for [`Engine::alloc_delta`]: its totals are not kept.
     usage: Usage,
@@ -321,6 +326,7 @@ impl Engine {
             durable_seq: AtomicU64::new(0),
             sync_gate: Mutex::new(()),
             commits: commit::CommitQueue::default(),
+            pending: pending::Pending::default(),
             records: cache::RecordCache::new(),
             chunks: AtomicU64::new(chunks),
             usage,
@@ -372,6 +378,9 @@ impl Engine {
     /// The chunk's record; `None` when absent. The caller holds the
     /// chunk's lock.
     pub(crate) fn record(&self, c: &ChunkId) -> Result<Option<Arc<Record>>, RequestError> {
+        if let Some(r) = self.pending.get(c) {
+            return Ok(r);
+        }
         if let Some(r) = self.records.get(c) {
             return Ok(Some(r));
         }
@@ -386,6 +395,11 @@ impl Engine {
     /// The chunk's record, out of the cache, for a writer holding the
     /// chunk's lock that will change it (and put the new one in).
     pub(crate) fn take_record(&self, c: &ChunkId) -> Result<Option<Record>, RequestError> {
+        // A gathered record stays gathered until its commit lands: the
+        // writer's new one replaces it there or is committed after it.
+        if let Some(r) = self.pending.get(c) {
+            return Ok(r.map(|r| (*r).clone()));
+        }
         match self.records.take(c) {
             Some(r) => Ok(Some(Arc::try_unwrap(r).unwrap_or_else(|r| (*r).clone()))),
             None => self.index_record(c),
@@ -438,7 +452,10 @@ impl Engine {
             size: a.units() * UNIT,
             used: a.used() * UNIT,
             free: a.free() * UNIT,
-            chunks: self.chunks.load(Ordering::Relaxed),
+            chunks: self
+                .chunks
+                .load(Ordering::Relaxed)
+                .saturating_add_signed(self.pending.chunks()),
             subblock: UNIT as u32,
             block: self.spec.block_size,
             free_fragments: a.free_fragments(unit_block) * UNIT,
@@ -446,6 +463,17 @@ impl Engine {
             to_sync: 0,
             synced_bytes: 0,
             resynced_total: 0,
+        }
+    }
+}
+
+impl Drop for Engine {
+    /// Commits the gathered records (not durably, as their writes would
+    /// have been), so that a store closed and opened again in one process
+    /// finds them as before.
+    fn drop(&mut self) {
+        if let Err(e) = self.flush_pending() {
+            tracing::warn!(nsd = %self.nsd, error = %e, "closing the index: gathered records not committed");
         }
     }
 }

@@ -1,13 +1,12 @@
 //! Truncation and deletion in the chunk engine: the record shrinks or goes
-//! in one index transaction; the units it no longer uses are freed (and
-//! reused only once that is durable).
+//! with the next index commit (gathered until then, `pending.rs`); the
+//! units it no longer uses are freed (and reused only once that is durable).
 
 use std::sync::Arc;
 
 use weft_proto::types::{ChunkId, FsId, Ino};
 
-use super::commit::Edit;
-use super::record::{self, pages_of, Record};
+use super::record::{pages_of, Record};
 use super::superblock::UNIT;
 use super::{Change, Engine};
 use crate::error::RequestError;
@@ -39,34 +38,24 @@ impl Engine {
             new.crcs[p as usize] = crc32c::crc32c(&page[..tail as usize]);
         }
         new.version = new.version.wrapping_add(1);
-        let edit = Edit {
-            key: record::key(c),
-            value: Some(new.encode()),
-        };
         let change = Change {
             freed,
             ..Change::default()
         };
         self.records.take(c);
-        self.commit(false, vec![edit], change)?;
-        let old_len = rec.len;
-        self.records.put(*c, Arc::new(new));
-        Ok(self.alloc_delta(Some(old_len), Some(len)))
+        self.defer(c, Some(Arc::new(new)), change)?;
+        Ok(self.alloc_delta(Some(rec.len), Some(len)))
     }
 
     /// Deletes a chunk whose lock the caller holds.
     pub(crate) fn remove_locked(&self, c: &ChunkId, rec: &Record) -> Result<i64, RequestError> {
-        let edit = Edit {
-            key: record::key(c),
-            value: None,
-        };
         let change = Change {
             freed: rec.unit_runs(),
             chunks: -1,
             ..Change::default()
         };
         self.records.take(c);
-        self.commit(false, vec![edit], change)?;
+        self.defer(c, None, change)?;
         Ok(self.alloc_delta(Some(rec.len), None))
     }
 
