@@ -75,10 +75,19 @@ impl Engine {
     pub(crate) fn walk(
         &self,
         range: (Bound<&[u8]>, Bound<&[u8]>),
-        mut visit: impl FnMut(Entry) -> bool,
+        visit: impl FnMut(Entry) -> bool,
     ) -> Result<(), RequestError> {
         // The index holds every record once the gathered ones are in.
         self.flush_pending()?;
+        self.walk_index(range, visit)
+    }
+
+    /// [`Self::walk`] of the index alone, gathered records left out.
+    fn walk_index(
+        &self,
+        range: (Bound<&[u8]>, Bound<&[u8]>),
+        mut visit: impl FnMut(Entry) -> bool,
+    ) -> Result<(), RequestError> {
         let r = self
             .db
             .begin_read()
@@ -138,17 +147,29 @@ impl Engine {
             block,
         };
         let (lo, hi) = (record::key(&at(0)), record::key(&at(u64::MAX)));
-        let mut out = Vec::new();
-        self.walk(
+        // The gathered records before the index: one whose commit lands in
+        // between is in the index by the time its read begins. No commit
+        // is made for them (a file's deletion lists its chunks first).
+        let gathered = self
+            .pending
+            .matching(|c| c.fs == fs && c.ino == ino && c.gen == gen);
+        let mut out = std::collections::BTreeMap::new();
+        self.walk_index(
             (Bound::Included(&lo[..]), Bound::Included(&hi[..])),
             |(c, rec)| {
                 if let Some(c) = c {
-                    out.push((c.block, rec.map_or(0, |r| r.len)));
+                    out.insert(c.block, rec.map_or(0, |r| r.len));
                 }
                 true
             },
         )?;
-        Ok(out)
+        for (c, rec) in gathered {
+            match rec {
+                Some(r) => out.insert(c.block, r.len),
+                None => out.remove(&c.block),
+            };
+        }
+        Ok(out.into_iter().collect())
     }
 
     /// Up to `limit` chunks after `after`, in key order, with versions.

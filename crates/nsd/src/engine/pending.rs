@@ -62,6 +62,19 @@ impl Pending {
         g.now.get(c).or_else(|| g.flushing.get(c)).cloned()
     }
 
+    /// The gathered records of the chunks `pick` chooses (the latest of
+    /// each, removals included).
+    pub fn matching(&self, pick: impl Fn(&ChunkId) -> bool) -> Vec<(ChunkId, Latest)> {
+        let g = self.lock();
+        let mut out: HashMap<ChunkId, Latest> = HashMap::new();
+        for (c, r) in g.flushing.iter().chain(g.now.iter()) {
+            if pick(c) {
+                out.insert(*c, r.clone());
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Gathers a chunk's new record and what it changed in the allocator.
     /// Returns whether so much has gathered that a commit should be made.
     pub fn add(&self, c: ChunkId, rec: Latest, change: Change) -> bool {
@@ -164,6 +177,18 @@ mod tests {
         let t = p.take();
         assert_eq!(t.records.len(), 2);
         assert_eq!(t.change.taken, vec![(10, 1)]);
+        assert!(!p.add(chunk(0), rec(4), Change::default()));
+        let mut seen = p.matching(|c| c.block <= 1);
+        seen.sort_by_key(|(c, _)| c.block);
+        let seen: Vec<_> = seen
+            .into_iter()
+            .map(|(c, r)| (c.block, len(Some(r))))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![(0, Some(Some(4))), (1, Some(None))],
+            "the latest of each, from the running commit too"
+        );
         assert_eq!(
             len(p.get(&chunk(0))),
             Some(Some(2)),

@@ -1,4 +1,5 @@
-//! An engine NSD's file: chunks and usage survive a reopen, a damaged
+//! An engine NSD's file: chunks and usage survive a reopen, records not
+//! yet committed are read, listed and kept at close, a damaged
 //! sector fails only the reads that touch it, a full NSD refuses writes
 //! until deletes free space, format refuses what is not its own, and a
 //! direct write replaces what the host's page cache held.
@@ -43,6 +44,56 @@ fn chunks_and_usage_survive_a_reopen() {
     let report = e.check(false).unwrap();
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(report.chunks, 51);
+}
+
+#[test]
+fn records_not_yet_committed_are_read_listed_and_kept_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = file_spec(dir.path(), 1, 128 << 20);
+    format_nsd(&s, CLUSTER).unwrap();
+    let e = Engine::open(s.clone(), CLUSTER).unwrap();
+    // Writes that are not sync writes gather their records until a commit.
+    for block in 0..4u64 {
+        e.write(
+            &chunk(7, block),
+            0,
+            &pattern(block, 10_000),
+            WriteMode::default(),
+        )
+        .unwrap();
+    }
+    e.write(&chunk(7, 1), 5_000, &pattern(9, 4096), WriteMode::default())
+        .unwrap();
+    ChunkStore::truncate(&e, &chunk(7, 2), 0).unwrap();
+    ChunkStore::truncate(&e, &chunk(7, 3), 100).unwrap();
+    assert_eq!(
+        ChunkStore::list_chunks(&e, 1, 7, 1).unwrap(),
+        vec![(0, 10_000), (1, 10_000), (3, 100)]
+    );
+    assert_eq!(e.stat().chunks, 3);
+    let mut one = pattern(1, 10_000);
+    one[5_000..9_096].copy_from_slice(&pattern(9, 4096));
+    assert_eq!(read_all(&e, &chunk(7, 1)).unwrap(), Some(one.clone()));
+    // Deleting the file finds every chunk, gathered or committed.
+    assert!(ChunkStore::delete_from(&e, 1, 7, 1, 1).unwrap() < 0);
+    assert_eq!(
+        ChunkStore::list_chunks(&e, 1, 7, 1).unwrap(),
+        vec![(0, 10_000)]
+    );
+    // Closed and opened again in one process: what was gathered is there.
+    drop(e);
+    let e = Engine::open(s, CLUSTER).unwrap();
+    assert_eq!(
+        ChunkStore::list_chunks(&e, 1, 7, 1).unwrap(),
+        vec![(0, 10_000)]
+    );
+    assert_eq!(
+        read_all(&e, &chunk(7, 0)).unwrap(),
+        Some(pattern(0, 10_000))
+    );
+    assert_eq!(e.stat().chunks, 1);
+    let report = e.check(false).unwrap();
+    assert!(report.is_clean(), "{report:?}");
 }
 
 #[test]
