@@ -135,16 +135,8 @@ impl Pending {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cache::tests::chunk;
     use super::*;
-
-    fn chunk(block: u64) -> ChunkId {
-        ChunkId {
-            fs: 1,
-            ino: 2,
-            gen: 3,
-            block,
-        }
-    }
 
     fn rec(len: u32) -> Latest {
         Some(Arc::new(Record {
@@ -177,6 +169,12 @@ mod tests {
         let t = p.take();
         assert_eq!(t.records.len(), 2);
         assert_eq!(t.change.taken, vec![(10, 1)]);
+        assert_eq!(
+            len(p.get(&chunk(0))),
+            Some(Some(2)),
+            "readable while committed"
+        );
+        assert!(!p.is_empty(), "not in the index until the commit lands");
         assert!(!p.add(chunk(0), rec(4), Change::default()));
         let mut seen = p.matching(|c| c.block <= 1);
         seen.sort_by_key(|(c, _)| c.block);
@@ -189,12 +187,6 @@ mod tests {
             vec![(0, Some(Some(4))), (1, Some(None))],
             "the latest of each, from the running commit too"
         );
-        assert_eq!(
-            len(p.get(&chunk(0))),
-            Some(Some(2)),
-            "readable while committed"
-        );
-        assert!(!p.is_empty(), "not in the index until the commit lands");
         // A write during the commit: newer than what the commit carries.
         assert!(!p.add(chunk(0), rec(5), Change::default()));
         p.failed(t.change);
