@@ -81,10 +81,11 @@ impl RecordCache {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn chunk(block: u64) -> ChunkId {
+    /// A chunk of one file, by block (the engine's unit tests share it).
+    pub(in crate::engine) fn chunk(block: u64) -> ChunkId {
         ChunkId {
             fs: 1,
             ino: 2,

@@ -142,13 +142,13 @@ fn lock(file: &File) -> io::Result<()> {
     Err(e)
 }
 
-impl Disk for FileDisk {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        let end = offset.checked_add(buf.len() as u64);
-        if end.is_none_or(|e| e > self.len) {
+impl FileDisk {
+    /// Refuses a write that would pass the end of the device.
+    fn check_end(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if offset
+            .checked_add(buf.len() as u64)
+            .is_none_or(|e| e > self.len)
+        {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -158,6 +158,16 @@ impl Disk for FileDisk {
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+impl Disk for FileDisk {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check_end(buf, offset)?;
         self.file.write_all_at(buf, offset)
     }
     fn read_direct_at(&self, buf: &mut [u8], offset: u64) -> io::Result<bool> {
@@ -185,19 +195,7 @@ impl Disk for FileDisk {
         if !buf.len().is_multiple_of(align) || !offset.is_multiple_of(align as u64) {
             return Ok(false);
         }
-        if offset
-            .checked_add(buf.len() as u64)
-            .is_none_or(|e| e > self.len)
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "write of {} bytes at {offset} passes the end of the device ({} bytes)",
-                    buf.len(),
-                    self.len
-                ),
-            ));
-        }
+        self.check_end(buf, offset)?;
         if buf.as_ptr().align_offset(align) == 0 {
             direct.write_all_at(buf, offset)?;
             return Ok(true);
