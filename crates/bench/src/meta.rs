@@ -1,5 +1,9 @@
 //! mdtest-like metadata benchmark: phases create, stat, read, unlink over
 //! `files` files, in one shared directory or one directory per thread.
+//! Threads are ranks, as mdtest's MPI processes are: rank `r` names its
+//! files `f.<r>.<i>` (and its directory `t<r>`), and a process's ranks
+//! start at `first_rank`, so processes on several client nodes share one
+//! directory without meeting each other's names.
 //! A create writes `size` bytes; a stat checks the size; a read reads
 //! exactly `size` bytes, as mdtest's `-e` does (no read for the end of the
 //! file), and checks it got them all.
@@ -43,6 +47,9 @@ pub struct MetaSpec {
     pub shared_dir: bool,
     /// Bytes written to each file at create (and read back in the read phase).
     pub size: u64,
+    /// Rank of this process's first thread (mdtest's MPI rank): another
+    /// process working in the same directory starts past this one's ranks.
+    pub first_rank: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +59,7 @@ pub struct MetaResult {
     pub backend: &'static str,
     pub files: u64,
     pub threads: usize,
+    pub first_rank: usize,
     pub shared_dir: bool,
     pub seconds: f64,
     pub ops_per_sec: f64,
@@ -74,6 +82,12 @@ impl MetaSpec {
                 reason: format!("{} threads: give 1 to 1024", self.threads),
             });
         }
+        if self.first_rank > 1 << 20 {
+            return Err(BenchError::Invalid {
+                what: "--first-rank",
+                reason: format!("rank {}: give 0 to {}", self.first_rank, 1 << 20),
+            });
+        }
         if self.size > 1 << 30 {
             return Err(BenchError::Invalid {
                 what: "--size",
@@ -87,12 +101,13 @@ impl MetaSpec {
         if self.shared_dir {
             self.dir.clone()
         } else {
-            self.dir.join(format!("t{t}"))
+            self.dir.join(format!("t{}", self.first_rank + t))
         }
     }
 
     fn path(&self, t: usize, i: u64) -> PathBuf {
-        self.thread_dir(t).join(format!("f.{t}.{i}"))
+        self.thread_dir(t)
+            .join(format!("f.{}.{i}", self.first_rank + t))
     }
 
     fn count(&self, t: usize) -> u64 {
@@ -226,6 +241,7 @@ pub fn run_on(
         backend: backend.name(),
         files: spec.files,
         threads: spec.threads,
+        first_rank: spec.first_rank,
         shared_dir: spec.shared_dir,
         seconds: secs,
         ops_per_sec: lat.count() as f64 / secs,
@@ -248,6 +264,7 @@ mod tests {
                 threads: 3,
                 shared_dir: shared,
                 size: 100,
+                first_rank: 0,
             };
             for phase in [Phase::Create, Phase::Stat, Phase::Read, Phase::Unlink] {
                 let r = run(&spec, phase).unwrap();
@@ -267,6 +284,7 @@ mod tests {
                 threads: 1,
                 shared_dir: true,
                 size: 100,
+                first_rank: 0,
             };
             run(&spec, Phase::Create).unwrap();
             let mut names: Vec<_> = std::fs::read_dir(dir.path())
@@ -281,6 +299,64 @@ mod tests {
     }
 
     #[test]
+    fn two_processes_of_other_ranks_share_a_directory() {
+        for shared in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let spec = |first_rank| MetaSpec {
+                dir: dir.path().to_path_buf(),
+                files: 10,
+                threads: 2,
+                shared_dir: shared,
+                size: 10,
+                first_rank,
+            };
+            let (a, b) = (spec(0), spec(2));
+            run(&a, Phase::Create).unwrap();
+            // Ranks 2 and 3 meet none of ranks 0 and 1's names.
+            run(&b, Phase::Create).unwrap();
+            let mut files = Vec::new();
+            for e in walkdir(dir.path()) {
+                files.push(e);
+            }
+            files.sort();
+            assert_eq!(files.len(), 20, "{files:?}");
+            assert!(files.iter().any(|f| f.ends_with("f.3.4")), "{files:?}");
+            // One process's removal leaves the other's files.
+            run(&a, Phase::Unlink).unwrap();
+            run(&b, Phase::Stat).unwrap();
+            assert_eq!(walkdir(dir.path()).len(), 10);
+            run(&b, Phase::Unlink).unwrap();
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        }
+        let bad = MetaSpec {
+            dir: "/".into(),
+            files: 1,
+            threads: 1,
+            shared_dir: true,
+            size: 0,
+            first_rank: usize::MAX,
+        };
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("--first-rank"), "{err}");
+    }
+
+    /// The files under `dir`, one level of subdirectories deep.
+    fn walkdir(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                for f in std::fs::read_dir(&p).unwrap() {
+                    out.push(f.unwrap().path().display().to_string());
+                }
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+        out
+    }
+
+    #[test]
     fn stat_of_missing_files_fails() {
         let dir = tempfile::tempdir().unwrap();
         let spec = MetaSpec {
@@ -289,6 +365,7 @@ mod tests {
             threads: 1,
             shared_dir: true,
             size: 0,
+            first_rank: 0,
         };
         assert!(matches!(
             run(&spec, Phase::Stat),

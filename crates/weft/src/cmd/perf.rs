@@ -151,6 +151,11 @@ struct MetaArgs {
     /// Bytes written to each file at create.
     #[arg(long, default_value = "0", value_parser = size_arg)]
     size: u64,
+    /// Rank of the first thread (files `f.<rank>.<i>`, directories
+    /// `t<rank>`): runs on several client nodes in one directory give each
+    /// node its own ranks, e.g. 0 and 4 with `--th 4`.
+    #[arg(long, default_value_t = 0)]
+    first_rank: usize,
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -330,6 +335,7 @@ fn meta(a: MetaArgs) -> Result<()> {
         threads: a.threads,
         shared_dir: !a.dir_per_thread,
         size: a.size,
+        first_rank: a.first_rank,
     };
     meta_phases(&spec, a.phase, &a.backend, a.json)
 }

@@ -86,6 +86,11 @@ pub struct MdtestHardArgs {
     /// Files in total.
     #[arg(short = 'n', default_value_t = 10_000)]
     files: u64,
+    /// Rank of the first thread: runs on several client nodes in one
+    /// directory give each node its own ranks, e.g. 0 and 2 with
+    /// `--ranks 2`.
+    #[arg(long, default_value_t = 0)]
+    first_rank: usize,
     /// Print the result as JSON (a list of the phases run).
     #[arg(long)]
     json: bool,
@@ -152,6 +157,7 @@ pub fn mdtest_hard(a: MdtestHardArgs) -> Result<()> {
         threads: a.ranks,
         shared_dir: true,
         size: MDTEST_HARD_SIZE,
+        first_rank: a.first_rank,
     };
     // IO500's names for mdtest's phases.
     let phase = match a.phase {
