@@ -17,9 +17,10 @@
 //! parent pointers set to what the entries say, an inode no entry names put
 //! on the orphan list (freed by the next sweep), entries naming no inode
 //! removed, an entry's kind set to its inode's, orphan records that name an
-//! inode with entries, or no inode, removed. Not repaired (reported): a
-//! directory no entry names, or named twice; undecodable records; records
-//! on the wrong shard. A split directory's buckets (`ops::split`) are
+//! inode with entries, or no inode, removed; a directory named twice loses
+//! the extra entries, and one no entry names is named `#<inode>` in
+//! `/lost+found` when that exists ([`dirs`]). Not repaired (reported):
+//! undecodable records; records on the wrong shard. A split directory's buckets (`ops::split`) are
 //! directories of their own that no entry names: each must be listed by its
 //! directory, and a subdirectory in a bucket has the bucket's directory as
 //! its parent.
@@ -34,6 +35,9 @@ use crate::kv::encode_entry;
 use crate::schema::{kind_code, kind_from_code, split_child_key};
 
 pub mod chunks;
+mod dirs;
+
+pub use dirs::LOST_AND_FOUND;
 
 /// The records of one shard, as its tables hold them (keys and values in
 /// the shard's own form).
@@ -179,7 +183,7 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
         }
     }
     // Entries naming each inode, and subdirectories of each directory.
-    let mut names: BTreeMap<Ino, Vec<(Ino, String)>> = BTreeMap::new();
+    let mut names: BTreeMap<Ino, Vec<dirs::Named>> = BTreeMap::new();
     let mut subdirs: BTreeMap<Ino, u32> = BTreeMap::new();
     for s in shards {
         for (k, v) in &s.dirents {
@@ -279,9 +283,26 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
                 )) => *dir,
                 _ => parent,
             };
-            names.entry(ino).or_default().push((real, shown));
+            names.entry(ino).or_default().push(dirs::Named {
+                dir: real,
+                raw_dir: parent,
+                name: shown,
+                shard: s.shard,
+                key: k.clone(),
+                value: v.clone(),
+            });
         }
     }
+    dirs::settle(
+        dirs::Tree {
+            inodes: &inodes,
+            orphans: &orphans,
+            names: &mut names,
+            subdirs: &mut subdirs,
+        },
+        &mut r.problems,
+        &mut fixes,
+    );
     for (ino, (i, raw)) in &inodes {
         r.inodes += 1;
         let named = names.get(ino).map(Vec::as_slice).unwrap_or_default();
@@ -347,24 +368,17 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
                         .push(format!("the root is named by {} entries", named.len()));
                 }
             } else {
-                match named {
-                    [] => r.problems.push(format!(
-                        "directory {ino} has no entry and is not an orphan (not repaired)"
-                    )),
-                    [(parent, name)] if *parent != i.parent => {
+                // No entry or several: reported and repaired by `dirs`.
+                if let [n] = named {
+                    if n.dir != i.parent {
                         let what = format!(
-                            "directory {ino} ({name:?}) is in directory {parent} but its parent pointer says {}",
-                            i.parent
+                            "directory {ino} ({:?}) is in directory {} but its parent pointer says {}",
+                            n.name, n.dir, i.parent
                         );
-                        fixed.parent = *parent;
+                        fixed.parent = n.dir;
                         said.push(what.clone());
                         r.problems.push(what);
                     }
-                    [_] => {}
-                    more => r.problems.push(format!(
-                        "directory {ino} has {} entries (not repaired)",
-                        more.len()
-                    )),
                 }
             }
         } else if named.is_empty() {
@@ -453,7 +467,7 @@ pub(crate) mod tests {
     }
 
     /// Applies `repairs` as `weft fsck --repair` does.
-    fn apply(sh: &Shards, repairs: &[ShardRepair]) {
+    pub(crate) fn apply(sh: &Shards, repairs: &[ShardRepair]) {
         use weft_proto::msg::{MetaRequest, Response};
         use weft_proto::shard::{ShardOp, ShardReply};
         for (n, r) in repairs.iter().enumerate() {
@@ -469,7 +483,7 @@ pub(crate) mod tests {
     }
 
     /// Writes straight into shard `shard`'s tables (damage).
-    fn damage(sh: &Shards, shard: u16, f: impl FnOnce(&mut crate::kv::RedbWrite<'_>)) {
+    pub(crate) fn damage(sh: &Shards, shard: u16, f: impl FnOnce(&mut crate::kv::RedbWrite<'_>)) {
         let txn = sh.srv[usize::from(shard)].db.begin_write().unwrap();
         {
             let mut kv = crate::kv::RedbWrite::open(&txn).unwrap();
