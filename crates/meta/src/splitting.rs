@@ -12,7 +12,10 @@
 //! While a directory is being split, new changes to its entries on this
 //! shard wait (`MetaServer::wait_split`): the split reads every entry and
 //! would otherwise be undone by each create that lands meanwhile (its
-//! cross-shard commit finds what it read changed, and runs again).
+//! cross-shard commit finds what it read changed, and runs again). Requests
+//! for its buckets wait too, and the split ends only after every client's
+//! entry tokens on the directory were revoked: no client reaches a bucket
+//! while another's kernel still holds a name there as absent.
 //!
 //! A split directory's attributes are gathered from every bucket (a read
 //! across shards). The kernel asks for a directory's attributes again after

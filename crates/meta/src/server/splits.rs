@@ -30,11 +30,16 @@ impl MetaServer {
                 now: Timespec::now(),
             };
             let done = self.write(|s| ops::split::split(s, &ctx, dir));
+            if matches!(done, Ok(true)) {
+                // Before any client can learn the buckets (`Buckets` waits
+                // while the split is under way): a create in a bucket must
+                // find no kernel that still holds the name as absent.
+                self.revoke_entries_of(dir);
+            }
             self.splitting.end(dir);
             match done {
                 Ok(true) => {
                     split += 1;
-                    self.revoke_entries_of(dir);
                     tracing::info!(
                         dir,
                         buckets = self.spec.shards,
@@ -64,9 +69,9 @@ impl MetaServer {
         tokens.revoke(self.spec.fs, 0, &items);
     }
 
-    /// Waits while a directory whose entries `req` changes is being split
-    /// here (see `splitting`); on the caller's thread it does not wait but
-    /// escapes to the blocking pool.
+    /// Waits while a directory whose entries `req` changes, or whose
+    /// buckets it asks for, is being split here (see `splitting`); on the
+    /// caller's thread it does not wait but escapes to the blocking pool.
     pub(super) fn wait_split(&self, req: &MetaRequest) -> Result<(), OpError> {
         let dirs: [Ino; 2] = match req {
             MetaRequest::Create { parent, .. }
@@ -77,6 +82,7 @@ impl MetaServer {
             MetaRequest::Rename {
                 parent, new_parent, ..
             } => [*parent, *new_parent],
+            MetaRequest::Buckets { dir } => [*dir, *dir],
             _ => return Ok(()),
         };
         let start = Instant::now();

@@ -303,3 +303,61 @@ impl Shards {
         true
     }
 }
+
+/// A kernel that looked a name up as absent before the split keeps that
+/// until the directory's shard revokes it; no client may reach a bucket
+/// (where creating the name would revoke nothing there) before then.
+#[test]
+fn no_client_learns_the_buckets_before_the_names_cached_as_absent_are_revoked() {
+    use crate::tokens::{Grant, Tokens};
+    use std::time::{Duration, Instant};
+    use weft_proto::token::Revoke;
+    let sh = std::sync::Arc::new(Shards::with(3, |s| s.dir_split = 8));
+    let d = sh.make(ROOT_INO, "d", NewNode::Dir).unwrap();
+    for i in 0..8 {
+        sh.make(d.ino, &format!("f{i}"), NewNode::File).unwrap();
+    }
+    let home_srv = &sh.srv[usize::from(ino_shard(d.ino))];
+    let fs = home_srv.spec().fs;
+    let tokens = std::sync::Arc::new(Tokens::new(Duration::from_secs(5)));
+    home_srv.set_tokens(tokens.clone());
+    // Client 7 looked up "x" in d and caches its absence.
+    tokens.poll(fs, 7, 0, Duration::ZERO);
+    tokens.grant(fs, 7, &[Grant::Entry(d.ino, b"x".to_vec())]);
+    let holder = {
+        let t = tokens.clone();
+        std::thread::spawn(move || {
+            let got = t.poll(fs, 7, 0, Duration::from_secs(5));
+            assert!(
+                got.items.contains(&Revoke::Entry {
+                    parent: d.ino,
+                    name: b"x".to_vec()
+                }),
+                "{got:?}"
+            );
+            // The kernel takes its time to drop the name.
+            std::thread::sleep(Duration::from_millis(200));
+            let acked = Instant::now();
+            t.poll(fs, 7, got.seq, Duration::ZERO);
+            acked
+        })
+    };
+    let splitter = {
+        let sh = sh.clone();
+        std::thread::spawn(move || split_now(&sh, d.ino))
+    };
+    // Another client asks for the buckets until it gets them.
+    let learned = loop {
+        if !buckets(&sh, d.ino).is_empty() {
+            break Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(splitter.join().unwrap(), 1);
+    let acked = holder.join().unwrap();
+    assert!(
+        learned >= acked,
+        "the buckets were answered {:?} before client 7 dropped the absent name",
+        acked - learned
+    );
+}
