@@ -314,11 +314,7 @@ mod tests {
             run(&a, Phase::Create).unwrap();
             // Ranks 2 and 3 meet none of ranks 0 and 1's names.
             run(&b, Phase::Create).unwrap();
-            let mut files = Vec::new();
-            for e in walkdir(dir.path()) {
-                files.push(e);
-            }
-            files.sort();
+            let files = walkdir(dir.path());
             assert_eq!(files.len(), 20, "{files:?}");
             assert!(files.iter().any(|f| f.ends_with("f.3.4")), "{files:?}");
             // One process's removal leaves the other's files.

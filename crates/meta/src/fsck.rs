@@ -20,10 +20,10 @@
 //! inode with entries, or no inode, removed; a directory named twice loses
 //! the extra entries, and one no entry names is named `#<inode>` in
 //! `/lost+found` when that exists ([`dirs`]). Not repaired (reported):
-//! undecodable records; records on the wrong shard. A split directory's buckets (`ops::split`) are
-//! directories of their own that no entry names: each must be listed by its
-//! directory, and a subdirectory in a bucket has the bucket's directory as
-//! its parent.
+//! undecodable records; records on the wrong shard. A split directory's
+//! buckets (`ops::split`) are directories of their own that no entry names:
+//! each must be listed by its directory, and a subdirectory in a bucket has
+//! the bucket's directory as its parent.
 
 use std::collections::{BTreeMap, BTreeSet};
 

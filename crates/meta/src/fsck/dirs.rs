@@ -26,7 +26,7 @@ use crate::schema::{child_key, kind_code};
 pub const LOST_AND_FOUND: &str = "lost+found";
 
 /// One entry naming an inode.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct Named {
     /// The directory the entry is in (a bucket's directory for an entry
     /// of a bucket).
@@ -108,6 +108,7 @@ pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fi
                 Ok(lf) if *lf != ino => {
                     let name = format!("#{ino}");
                     let key = child_key(*lf, name.as_bytes());
+                    let value = encode_entry(ino, kind_code(FileKind::Dir)).to_vec();
                     fixes.push(Fix {
                         shard: ino_shard(*lf),
                         read: KvGot {
@@ -118,7 +119,7 @@ pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fi
                         change: KvChange::Set {
                             space: Space::Dirents,
                             key: key.clone(),
-                            value: encode_entry(ino, kind_code(FileKind::Dir)).to_vec(),
+                            value: value.clone(),
                         },
                         what: format!("named {name:?} in /{LOST_AND_FOUND}: {what}"),
                     });
@@ -129,7 +130,7 @@ pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fi
                         name,
                         shard: ino_shard(*lf),
                         key,
-                        value: Vec::new(),
+                        value,
                     });
                     problems.push(what);
                 }
