@@ -591,7 +591,7 @@ pub(crate) fn revokes_of<'a>(keys: impl IntoIterator<Item = (Space, &'a [u8])>) 
 }
 
 mod data;
-pub use data::DATA_WAIT;
+pub use data::{DataAnswer, DATA_WAIT};
 mod leaders;
 
 #[cfg(test)]

@@ -119,6 +119,7 @@ pub(crate) struct Families {
     pub(crate) meta_cross_shard: Family<FsLabels, Counter>,
     pub(crate) meta_revocations: Family<FsLabels, Counter>,
     pub(crate) meta_revocations_lost: Family<FsLabels, Counter>,
+    pub(crate) meta_data_revocations: Family<FsLabels, Counter>,
     pub(crate) rpc_calls: OpFamily<RpcLabels>,
     pub(crate) rpc_served: OpFamily<RpcLabels>,
     pub(crate) info: Family<InfoLabels, Gauge>,
@@ -188,6 +189,11 @@ impl Families {
             "weft_meta_token_revocations_lost",
             "clients that did not acknowledge a revocation in time and lost their tokens",
         );
+        let meta_data_revocations = counter(
+            r,
+            "weft_meta_data_token_revocations",
+            "byte-range data token ranges taken back from clients for another client's read or write",
+        );
         let rpc_calls = OpFamily::new(
             r,
             "weft_rpc_calls",
@@ -220,6 +226,7 @@ impl Families {
             meta_cross_shard,
             meta_revocations,
             meta_revocations_lost,
+            meta_data_revocations,
             rpc_calls,
             rpc_served,
             info,

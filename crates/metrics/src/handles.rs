@@ -69,6 +69,8 @@ pub struct MetaMetrics {
     pub revocations: Counter,
     /// Clients that did not acknowledge a revocation in time.
     pub revocations_lost: Counter,
+    /// Ranges of byte-range data tokens taken back from clients.
+    pub data_revocations: Counter,
 }
 
 /// The client's block cache (pagepool), summed over the clients of the process.

@@ -166,6 +166,7 @@ impl Metrics {
                     cross_shard: f.meta_cross_shard.get_or_create(&l).clone(),
                     revocations: f.meta_revocations.get_or_create(&l).clone(),
                     revocations_lost: f.meta_revocations_lost.get_or_create(&l).clone(),
+                    data_revocations: f.meta_data_revocations.get_or_create(&l).clone(),
                 })
             })
             .clone()

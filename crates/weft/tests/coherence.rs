@@ -19,13 +19,17 @@
 //!   change waits for it (a node logs a client that fails to acknowledge).
 //! - `shared_file_writes_from_two_nodes_read_back_exactly`: IOR's shared-file
 //!   patterns from both client nodes at once into one file each: IO500's
-//!   hard one (47,008-byte records, rank-interleaved) and a segmented one
-//!   (256 KiB transfers, so both nodes write inside the same 4 MiB blocks),
-//!   after both nodes read the old contents (cached) through a descriptor
-//!   they keep open. Each rank fsyncs; then every byte read through either
-//!   node, by a new open and through the descriptor open since before, is
-//!   the one its rank wrote — no lost and no stale bytes — and the size is
-//!   right.
+//!   hard one (47,008-byte records, rank-interleaved), an interleaved one
+//!   of 256 KiB transfers (so both nodes write inside the same 4 MiB
+//!   blocks) and IOR's segmented one (each rank its own half of the file,
+//!   256 KiB transfers), after both nodes read the old contents (cached)
+//!   through a descriptor they keep open. Each rank fsyncs; then every byte
+//!   read through either node, by a new open and through the descriptor
+//!   open since before, is the one its rank wrote — no lost and no stale
+//!   bytes — and the size is right. In the segmented pattern the two nodes
+//!   split the file's data tokens once: the metadata nodes' count of data
+//!   token revocations (`/metrics`) grows by a handful, not by one for
+//!   each transfer.
 //! - `a_file_both_nodes_keep_open_is_coherent_byte_by_byte`: byte-range
 //!   data tokens. Both nodes open one file and read it whole (their
 //!   pagepools cache it). Then, in turns, one node writes a range (inside
@@ -323,31 +327,72 @@ fn record(rank: u64, i: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Rank `rank` writes its records of `len` bytes at `(i·2 + rank)·len`
-/// through `mnt`, then fsyncs and closes.
-fn ior_rank(mnt: &Path, file: &str, rank: u64, records: u64, len: usize) {
+/// Where rank `rank`'s record `i` of `len` bytes goes: IOR's interleaved
+/// layout (`(i·2 + rank)·len`) or its segmented one (each rank writes its
+/// own `records` in a row, rank 0's first).
+fn record_at(segmented: bool, records: u64, rank: u64, i: u64, len: usize) -> u64 {
+    let index = if segmented {
+        rank * records + i
+    } else {
+        i * 2 + rank
+    };
+    index * len as u64
+}
+
+/// Rank `rank` writes its records of `len` bytes through `mnt`, then
+/// fsyncs and closes.
+fn ior_rank(mnt: &Path, file: &str, segmented: bool, rank: u64, records: u64, len: usize) {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(mnt.join(file))
         .unwrap();
     for i in 0..records {
-        f.write_all_at(&record(rank, i, len), (i * 2 + rank) * len as u64)
-            .unwrap();
+        let at = record_at(segmented, records, rank, i, len);
+        f.write_all_at(&record(rank, i, len), at).unwrap();
     }
     f.sync_all().unwrap();
 }
 
-fn check_ior(data: &[u8], what: &str, records: u64, len: usize) {
+fn check_ior(data: &[u8], what: &str, segmented: bool, records: u64, len: usize) {
     assert_eq!(data.len() as u64, records * 2 * len as u64, "{what}: size");
     for i in 0..records {
         for rank in 0..2 {
-            let at = ((i * 2 + rank) * len as u64) as usize;
+            let at = record_at(segmented, records, rank, i, len) as usize;
             assert!(
                 data[at..at + len] == record(rank, i, len)[..],
                 "{what}: record {i} of rank {rank} (offset {at}) is not what it wrote"
             );
         }
     }
+}
+
+/// Data token ranges the metadata nodes took back from clients so far
+/// (`weft_meta_data_token_revocations_total` of each node's `/metrics`,
+/// read inside its namespace).
+fn data_revocations(c: &Cluster) -> u64 {
+    const GET: &str = "exec 3<>/dev/tcp/127.0.0.1/9191 && \
+        printf 'GET /metrics HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3";
+    ["q1", "s1", "s2", "s3"]
+        .iter()
+        .map(|h| {
+            let out = c
+                .host(h)
+                .command("bash")
+                .args(["-c", GET])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.starts_with("HTTP/1.0 200"),
+                "{h}'s /metrics: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            text.lines()
+                .filter(|l| l.starts_with("weft_meta_data_token_revocations_total{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        })
+        .sum()
 }
 
 #[test]
@@ -358,8 +403,12 @@ fn shared_file_writes_from_two_nodes_read_back_exactly() {
         return;
     };
     let (m1, m2) = (c.mount("c1"), c.mount("c2"));
-    let patterns: [(&str, u64, usize); 2] = [("hard", 200, 47_008), ("segments", 64, 256 << 10)];
-    for (file, records, len) in patterns {
+    let patterns: [(&str, bool, u64, usize); 3] = [
+        ("hard", false, 200, 47_008),
+        ("interleaved", false, 64, 256 << 10),
+        ("segmented", true, 64, 256 << 10),
+    ];
+    for (file, segmented, records, len) in patterns {
         // Old contents both nodes cache before the writes, through a
         // descriptor each keeps open.
         let old = vec![0xEEu8; (records * 2) as usize * len];
@@ -374,31 +423,40 @@ fn shared_file_writes_from_two_nodes_read_back_exactly() {
                 f
             })
             .collect();
+        let revoked_before = data_revocations(&c);
         let ranks: Vec<_> = [m1.clone(), m2.clone()]
             .into_iter()
             .enumerate()
             .map(|(rank, mnt)| {
-                std::thread::spawn(move || ior_rank(&mnt, file, rank as u64, records, len))
+                std::thread::spawn(move || {
+                    ior_rank(&mnt, file, segmented, rank as u64, records, len)
+                })
             })
             .collect();
         for r in ranks {
             r.join().unwrap();
         }
+        let revoked = data_revocations(&c) - revoked_before;
         clock.say(&format!(
-            "{file}: two nodes wrote {records} records of {len} bytes each, interleaved"
+            "{file}: two nodes wrote {records} records of {len} bytes each; \
+             {revoked} data token ranges taken back"
         ));
+        if segmented {
+            assert!(
+                revoked <= 8,
+                "{revoked} data token ranges taken back while two nodes wrote a segment each \
+                 of {records} records: the file should be split between them once"
+            );
+        }
         for (m, mut f) in [&m1, &m2].into_iter().zip(held) {
             let what = format!("{file} through {}", m.display());
-            check_ior(&std::fs::read(m.join(file)).unwrap(), &what, records, len);
+            let data = std::fs::read(m.join(file)).unwrap();
+            check_ior(&data, &what, segmented, records, len);
             let mut again = Vec::new();
             f.seek(SeekFrom::Start(0)).unwrap();
             f.read_to_end(&mut again).unwrap();
-            check_ior(
-                &again,
-                &format!("{what}, the descriptor open since before"),
-                records,
-                len,
-            );
+            let what = format!("{what}, the descriptor open since before");
+            check_ior(&again, &what, segmented, records, len);
         }
         clock.say(&format!("{file}: every byte reads back through both nodes"));
     }

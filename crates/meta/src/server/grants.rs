@@ -88,11 +88,22 @@ impl MetaServer {
         let client = current_client();
         self.read(|s| ops::getattr::getattr(s, ino))?;
         let (start, end, seq) = match self.tokens().filter(|_| client != 0) {
-            Some(t) => t
-                .acquire_data(self.spec.fs, client, ino, write, start, end)
-                .ok_or_else(|| OpError::Conflict {
+            Some(t) => {
+                let answer = t.acquire_data(self.spec.fs, client, ino, write, start, end);
+                if answer.revoked.clients > 0 {
+                    self.metrics
+                        .data_revocations
+                        .inc_by(answer.revoked.clients as u64);
+                }
+                if answer.revoked.lost > 0 {
+                    self.metrics
+                        .revocations_lost
+                        .inc_by(answer.revoked.lost as u64);
+                }
+                answer.granted.ok_or_else(|| OpError::Conflict {
                     reason: format!("a data token on inode {ino}: other clients kept taking it"),
-                })?,
+                })?
+            }
             None => (0, u64::MAX, 0),
         };
         if write {
