@@ -45,8 +45,10 @@ pub trait BenchFile: Send + Sync {
 /// How a test opens a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenHow {
-    /// Create the file if missing and empty it (O_CREAT|O_TRUNC); implies write.
+    /// Create the file if missing (O_CREAT); implies write.
     pub create: bool,
+    /// Empty an existing file (O_TRUNC), with `create`.
+    pub truncate: bool,
     /// Open for writing as well as reading.
     pub write: bool,
     /// Bypass the page cache (O_DIRECT), where the backend has one.
@@ -56,16 +58,19 @@ pub struct OpenHow {
 impl OpenHow {
     pub const READ: OpenHow = OpenHow {
         create: false,
+        truncate: false,
         write: false,
         direct: false,
     };
     pub const WRITE: OpenHow = OpenHow {
         create: false,
+        truncate: false,
         write: true,
         direct: false,
     };
     pub const CREATE: OpenHow = OpenHow {
         create: true,
+        truncate: true,
         write: true,
         direct: false,
     };
@@ -134,7 +139,7 @@ impl Backend for Posix {
         let mut o = OpenOptions::new();
         o.read(true);
         if how.create {
-            o.write(true).create(true).truncate(true);
+            o.write(true).create(true).truncate(how.truncate);
         } else if how.write {
             o.write(true);
         }

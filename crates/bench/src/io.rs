@@ -5,7 +5,11 @@
 //! Sizes: `bytes` (gpfsperf's nBytes) is what the test moves in total;
 //! `file_size` (gpfsperf's fileSize, default `bytes`) is the region random
 //! and strided offsets range over. With one file per thread each file gets
-//! `bytes / threads` to move and `file_size / threads` of region.
+//! `bytes / threads` to move and `file_size / threads` of region. With
+//! `ranks` (IOR's ranks on several client nodes sharing one file) `bytes`
+//! is what all the ranks move, and this process's threads move the shares
+//! of ranks `first_rank ..`: their segments in the sequential pattern,
+//! their records of the ranks' interleaving in the strided one.
 //!
 //! This file runs a test: it checks the files, drops caches, starts one
 //! thread per lane and adds up the totals. `spec` holds what a test is asked
@@ -88,6 +92,11 @@ pub fn run_on(spec: &IoSpec, backend: &dyn Backend) -> Result<IoResult, BenchErr
     }
     let direct = spec.direct && backend.supports_direct();
     let how = match spec.op {
+        // Ranks of other processes may have written the file already.
+        Op::Create if spec.ranks.is_some() => OpenHow {
+            truncate: false,
+            ..OpenHow::CREATE
+        },
         Op::Create => OpenHow::CREATE,
         Op::Read => OpenHow::READ,
         Op::Write | Op::Rw => OpenHow::WRITE,

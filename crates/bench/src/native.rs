@@ -135,7 +135,7 @@ impl Native {
         Ok((self.dir(client, &parent)?, name))
     }
 
-    fn create_file(&self, client: &Client, path: &Path) -> io::Result<Ino> {
+    fn create_file(&self, client: &Client, path: &Path, truncate: bool) -> io::Result<Ino> {
         let (parent, name) = self.entry(client, path)?;
         let created = self.block_on(client.create(
             parent,
@@ -160,7 +160,7 @@ impl Native {
                 path.display()
             )));
         }
-        self.block_on(client.open(attr.ino, existed))
+        self.block_on(client.open(attr.ino, existed && truncate))
             .map_err(|e| io_error(path, e))?;
         Ok(attr.ino)
     }
@@ -293,7 +293,7 @@ impl Backend for Native {
     fn open(&self, path: &Path, how: OpenHow) -> io::Result<Box<dyn BenchFile>> {
         let client = self.client();
         let ino = if how.create {
-            self.create_file(&client, path)?
+            self.create_file(&client, path, how.truncate)?
         } else {
             let (parent, name) = self.entry(&client, path)?;
             let attr = self

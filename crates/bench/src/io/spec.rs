@@ -69,6 +69,13 @@ pub struct IoSpec {
     /// `(t + shift) % sharers` (IOR's `-C`: each rank reads back another
     /// rank's records, so none come from its own cache).
     pub rank_shift: u64,
+    /// Ranks sharing the one file across processes (IOR's MPI ranks on
+    /// several client nodes), of which this process runs `threads` from
+    /// [`IoSpec::first_rank`] on; `bytes` is then what all of them move
+    /// together. `None`: the threads alone.
+    pub ranks: Option<u64>,
+    /// Rank of this process's first thread (with `ranks`).
+    pub first_rank: u64,
     /// What to drop before a read test.
     pub cache: CacheDrop,
     /// Stop issuing records after this long; the result counts what was done.
@@ -94,6 +101,8 @@ impl IoSpec {
             stride: None,
             file_per_thread: false,
             rank_shift: 0,
+            ranks: None,
+            first_rank: 0,
             cache: CacheDrop::File,
             time_limit: None,
             seed: 1,
@@ -161,6 +170,49 @@ impl IoSpec {
                 );
             }
         }
+        match self.ranks {
+            None if self.first_rank > 0 => {
+                return bad(
+                    "--first-rank",
+                    "give --ranks too: the ranks sharing the file in all processes".into(),
+                );
+            }
+            None => {}
+            Some(_) if self.file_per_thread => {
+                return bad(
+                    "--ranks",
+                    "ranks share one file; with --file-per-thread give each process its own PATH"
+                        .into(),
+                );
+            }
+            Some(r) if r > MAX_RANKS => {
+                return bad("--ranks", format!("{r} ranks: give at most {MAX_RANKS}"));
+            }
+            Some(r) if self.first_rank.saturating_add(self.threads as u64) > r => {
+                return bad(
+                    "--first-rank",
+                    format!(
+                        "ranks {} to {} of this process's {} threads are not among the {r} ranks \
+                         (--ranks): give --first-rank at most {}",
+                        self.first_rank,
+                        self.first_rank.saturating_add(self.threads as u64) - 1,
+                        self.threads,
+                        r.saturating_sub(self.threads as u64)
+                    ),
+                );
+            }
+            Some(r) if self.bytes / self.record < r => {
+                return bad(
+                    "-n",
+                    format!(
+                        "{} records of {} bytes (-n / -r) are fewer than the {r} ranks",
+                        self.bytes / self.record,
+                        self.record
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
         if let Some(t) = self.time_limit {
             if t.is_zero() {
                 return bad("--time-limit", "the time limit must be more than 0".into());
@@ -204,12 +256,15 @@ impl IoSpec {
                         file_records: (self.file_size() / t / self.record).max(ops).max(1),
                     }
                 } else {
+                    // This thread's rank among all the file's sharers.
+                    let all = self.ranks.unwrap_or(t);
+                    let rank = self.first_rank + i;
                     Lane {
                         file: 0,
-                        ops,
-                        first: n * i / t,
-                        index: i,
-                        sharers: t,
+                        ops: share(n, rank, all),
+                        first: n * rank / all,
+                        index: rank,
+                        sharers: all,
                         file_records: (self.file_size() / self.record).max(1),
                     }
                 }
@@ -230,6 +285,9 @@ impl IoSpec {
             .unwrap_or(0)
     }
 }
+
+/// Most ranks [`IoSpec::ranks`] may name.
+pub const MAX_RANKS: u64 = 1 << 20;
 
 /// The `i`-th of `t` near-equal shares of `n`.
 pub(crate) fn share(n: u64, i: u64, t: u64) -> u64 {

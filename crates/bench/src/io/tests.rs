@@ -33,6 +33,75 @@ fn create_then_read_every_pattern() {
 }
 
 #[test]
+fn ranks_of_two_processes_share_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let rank = |pattern, op, first_rank| IoSpec {
+        threads: 1,
+        ranks: Some(2),
+        first_rank,
+        ..spec(dir.path(), op, pattern, 1)
+    };
+    // Each "process" creates and writes its own half, in turn (the second
+    // does not empty the file); the file is whole.
+    for first in [1, 0] {
+        let r = run(&rank(Pattern::Seq, Op::Create, first)).unwrap();
+        assert_eq!(r.bytes_moved, 2 << 20, "one rank's half");
+    }
+    let s = rank(Pattern::Seq, Op::Write, 1);
+    let lanes = s.lanes();
+    assert_eq!((lanes[0].first, lanes[0].ops, lanes[0].index), (32, 32, 1));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("f")).unwrap().len(),
+        4 << 20
+    );
+    // Strided: rank 1's records are the odd ones of the interleaving.
+    let s = rank(Pattern::Strided, Op::Read, 1);
+    let lane = s.lanes()[0];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    let offs: Vec<u64> = (0..3).map(|k| offset(&s, &lane, k, &mut rng)).collect();
+    assert_eq!(offs, vec![64 << 10, 3 * (64 << 10), 5 * (64 << 10)]);
+    assert_eq!(run(&s).unwrap().ops, 32);
+}
+
+#[test]
+fn ranks_that_do_not_fit_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = spec(dir.path(), Op::Create, Pattern::Seq, 2);
+    let bad = |s: IoSpec| match s.validate() {
+        Err(BenchError::Invalid { what, reason }) => format!("{what}: {reason}"),
+        other => panic!("accepted: {other:?}"),
+    };
+    let e = bad(IoSpec {
+        ranks: Some(3),
+        first_rank: 2,
+        ..base.clone()
+    });
+    assert!(
+        e.starts_with("--first-rank") && e.contains("at most 1"),
+        "{e}"
+    );
+    let e = bad(IoSpec {
+        first_rank: 1,
+        ..base.clone()
+    });
+    assert!(
+        e.starts_with("--first-rank") && e.contains("--ranks"),
+        "{e}"
+    );
+    let e = bad(IoSpec {
+        ranks: Some(4),
+        file_per_thread: true,
+        ..base.clone()
+    });
+    assert!(e.starts_with("--ranks"), "{e}");
+    let e = bad(IoSpec {
+        ranks: Some(100),
+        ..base.clone()
+    });
+    assert!(e.starts_with("-n") && e.contains("100 ranks"), "{e}");
+}
+
+#[test]
 fn file_per_thread_writes_one_file_each() {
     let dir = tempfile::tempdir().unwrap();
     let s = IoSpec {

@@ -92,6 +92,16 @@ struct IoArgs {
     /// Threads.
     #[arg(long = "th", default_value_t = 1)]
     threads: usize,
+    /// Ranks sharing the file in all processes, as IOR's MPI ranks on
+    /// several client nodes: -n is then what all of them move, and this
+    /// process's threads are ranks --first-rank onwards (their segments
+    /// with seq, their records of the interleaving with strided).
+    #[arg(long, value_name = "N")]
+    ranks: Option<u64>,
+    /// Rank of this process's first thread (with --ranks), e.g. 0 on one
+    /// node and 2 on the other with --th 2 --ranks 4.
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    first_rank: u64,
     /// Use direct I/O (O_DIRECT).
     #[arg(long)]
     dio: bool,
@@ -304,6 +314,8 @@ fn io(op: Op, a: IoArgs) -> Result<()> {
         stride: a.stride,
         file_per_thread: a.file_per_thread,
         rank_shift: 0,
+        ranks: a.ranks,
+        first_rank: a.first_rank,
         cache: if a.keep_cache {
             CacheDrop::Keep
         } else if a.drop_caches {
