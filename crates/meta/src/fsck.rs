@@ -19,7 +19,8 @@
 //! removed, an entry's kind set to its inode's, orphan records that name an
 //! inode with entries, or no inode, removed; a directory named twice loses
 //! the extra entries, and one no entry names is named `#<inode>` in
-//! `/lost+found` when that exists ([`dirs`]). Not repaired (reported):
+//! `/lost+found` when that exists ([`dirs`]; when it does not, the report
+//! says so and `weft fsck --repair` makes it). Not repaired (reported):
 //! undecodable records; records on the wrong shard. A split directory's
 //! buckets (`ops::split`) are directories of their own that no entry names:
 //! each must be listed by its directory, and a subdirectory in a bucket has
@@ -57,6 +58,9 @@ pub struct FsckReport {
     pub orphans: u64,
     /// What is wrong, one line each.
     pub problems: Vec<String>,
+    /// A directory no entry names waits for `/lost+found`, which does not
+    /// exist: `weft fsck --repair` makes it and repairs again.
+    pub lost_and_found_missing: bool,
 }
 
 /// The repairs of one shard: committed together, if the records they were
@@ -293,7 +297,7 @@ fn examine(shards: &[ShardRecords]) -> (FsckReport, Vec<Fix>) {
             });
         }
     }
-    dirs::settle(
+    r.lost_and_found_missing = dirs::settle(
         dirs::Tree {
             inodes: &inodes,
             orphans: &orphans,

@@ -8,9 +8,9 @@
 //! - a directory no entry names (not the root, not a bucket of a split
 //!   directory, not on the orphan list) is named `#<inode>` in
 //!   `/lost+found`, as e2fsck and mmfsck do, when that directory exists;
-//!   otherwise fsck says to make it and run the repair again. Its parent
-//!   pointer and the link count of `/lost+found` are then set by the
-//!   ordinary checks.
+//!   otherwise the report says it is missing (`weft fsck --repair` makes
+//!   it and repairs again). Its parent pointer and the link count of
+//!   `/lost+found` are then set by the ordinary checks.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -69,9 +69,11 @@ fn needs_a_name(ino: Ino, i: &Inode, orphans: &BTreeSet<Ino>) -> bool {
 }
 
 /// Decides the repairs of directories named twice and of directories
-/// named by no entry; reports what is wrong in `problems`.
-pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fix>) {
+/// named by no entry; reports what is wrong in `problems`. True when a
+/// directory named by no entry waits for `/lost+found`, which is missing.
+pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fix>) -> bool {
     let lost = lost_and_found(&t);
+    let mut waits = false;
     for (&ino, (i, _)) in t.inodes {
         if !needs_a_name(ino, i, t.orphans) {
             continue;
@@ -137,15 +139,40 @@ pub(super) fn settle(t: Tree<'_>, problems: &mut Vec<String>, fixes: &mut Vec<Fi
                 Ok(_) => problems.push(format!(
                     "{what} (not repaired: it is /{LOST_AND_FOUND} itself)"
                 )),
-                Err(why) => problems.push(format!("{what} (not repaired: {why})")),
+                Err(why) => {
+                    waits |= matches!(why, Missing::Absent);
+                    problems.push(format!("{what} (not repaired: {why})"))
+                }
             }
+        }
+    }
+    waits
+}
+
+/// Why directories named by no entry cannot go to `/lost+found`.
+#[derive(Debug)]
+enum Missing {
+    /// No entry of that name: `weft fsck --repair` makes the directory.
+    Absent,
+    /// Something of that name that cannot take them.
+    Unusable(String),
+}
+
+impl std::fmt::Display for Missing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Missing::Absent => write!(
+                f,
+                "/{LOST_AND_FOUND} does not exist; `weft fsck --repair` makes it and repairs again"
+            ),
+            Missing::Unusable(why) => f.write_str(why),
         }
     }
 }
 
 /// The inode of `/lost+found`, or why disconnected directories cannot go
 /// there.
-fn lost_and_found(t: &Tree<'_>) -> Result<Ino, String> {
+fn lost_and_found(t: &Tree<'_>) -> Result<Ino, Missing> {
     let again = "run `weft fsck --repair` again";
     let found = t
         .names
@@ -156,17 +183,18 @@ fn lost_and_found(t: &Tree<'_>) -> Result<Ino, String> {
         })
         .map(|(ino, _)| *ino);
     let Some(lf) = found else {
-        return Err(format!("make the directory /{LOST_AND_FOUND} and {again}"));
+        return Err(Missing::Absent);
     };
+    let unusable = |why: String| Err(Missing::Unusable(why));
     match t.inodes.get(&lf) {
-        Some((i, _)) if i.kind != FileKind::Dir => Err(format!(
+        Some((i, _)) if i.kind != FileKind::Dir => unusable(format!(
             "/{LOST_AND_FOUND} is not a directory: move it away, make the directory and {again}"
         )),
-        Some((i, _)) if i.split.is_some() => Err(format!(
+        Some((i, _)) if i.split.is_some() => unusable(format!(
             "/{LOST_AND_FOUND} is split over shards: give an empty directory of that name and {again}"
         )),
         Some(_) => Ok(lf),
-        None => Err(format!("/{LOST_AND_FOUND} names no inode; {again}")),
+        None => unusable(format!("/{LOST_AND_FOUND} names no inode; {again}")),
     }
 }
 
@@ -200,10 +228,12 @@ mod tests {
         damage(&sh, ino_shard(a.ino), |kv| {
             assert!(kv.delete(Space::Dirents, &child_key(a.ino, b"e")).unwrap());
         });
-        let found = check(&records(&sh)).problems;
+        let report = check(&records(&sh));
+        let found = report.problems;
         let has = |ps: &[String], s: &str| ps.iter().any(|p| p.contains(s));
         assert!(has(&found, "is named \"d2\" in directory"), "{found:?}");
-        assert!(has(&found, "make the directory /lost+found"), "{found:?}");
+        assert!(has(&found, "/lost+found does not exist"), "{found:?}");
+        assert!(report.lost_and_found_missing, "fsck --repair makes it");
 
         // Without /lost+found the extra name goes and e stays reported.
         apply(&sh, &repairs(&records(&sh)));
@@ -237,12 +267,14 @@ mod tests {
                 .unwrap());
         });
         apply(&sh, &repairs(&records(&sh)));
-        let left = check(&records(&sh)).problems;
+        let report = check(&records(&sh));
+        let left = report.problems;
         assert!(
             left.iter()
                 .any(|p| p.contains(&format!("directory {} has no entry", a.ino))
                     && p.contains("is not a directory: move it away")),
             "{left:?}"
         );
+        assert!(!report.lost_and_found_missing, "a file of that name stays");
     }
 }

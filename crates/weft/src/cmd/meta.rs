@@ -3,7 +3,8 @@
 //! `weft_meta::fsck` over every shard's records, read with shard-to-shard
 //! scans, and the chunk references of `fsck_chunks`; reports, and with
 //! `--repair` commits the repairs of `weft_meta::fsck::repairs` shard by
-//! shard and deletes chunks that belong to no file).
+//! shard, makes `/lost+found` when a directory no entry names needs it, and
+//! deletes chunks that belong to no file).
 
 use anyhow::{bail, Result};
 use bytes::Bytes;
@@ -12,7 +13,7 @@ use weft_meta::fsck::{self, chunks, ShardRecords};
 use weft_proto::config::FsInfo;
 use weft_proto::msg::ReplicaInfo;
 use weft_proto::shard::{KvScan, ShardOp, ShardReply, Space};
-use weft_proto::types::ShardId;
+use weft_proto::types::{NewNode, ShardId, ROOT_INO};
 use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
 use super::fsck_chunks;
@@ -259,6 +260,25 @@ async fn repair(cluster: &Cluster, fs: &FsInfo, r: &fsck::ShardRepair, txid: u64
     }
 }
 
+/// Makes `/lost+found` (root's, mode 0700, as e2fsck does) for the
+/// directories no entry names; one made meanwhile will do.
+async fn make_lost_and_found(client: &weft_client::Client) -> Result<()> {
+    let name = fsck::LOST_AND_FOUND;
+    match client
+        .create(ROOT_INO, name.as_bytes(), NewNode::Dir, 0o700, 0, 0)
+        .await
+    {
+        Ok(_) => {
+            println!("repaired: made the directory /{name} for the directories no entry names")
+        }
+        Err(e) if e.kind() == ErrorKind::Exists => {}
+        Err(e) => {
+            bail!("cannot make the directory /{name} for the directories no entry names: {e}")
+        }
+    }
+    Ok(())
+}
+
 /// Rounds of check and repair before giving up on what keeps changing.
 const REPAIR_ROUNDS: usize = 3;
 
@@ -276,6 +296,11 @@ pub fn fsck(args: FsckArgs) -> Result<()> {
             let report = fsck::check(&shards);
             if !args.repair || report.problems.is_empty() || round == REPAIR_ROUNDS {
                 break (report, shards);
+            }
+            if report.lost_and_found_missing {
+                make_lost_and_found(&client).await?;
+                round += 1;
+                continue;
             }
             let fixes = fsck::repairs(&shards);
             if fixes.is_empty() {
