@@ -162,12 +162,23 @@ impl PagePool {
         }
     }
 
-    /// Waits for write-behind budget for `bytes`.
-    pub async fn reserve_dirty(&self, bytes: u64) -> Result<OwnedSemaphorePermit, ClientError> {
-        let permits = bytes.div_ceil(PERMIT_BYTES).clamp(1, self.dirty_permits) as u32;
+    fn dirty_permits_for(&self, bytes: u64) -> u32 {
+        bytes.div_ceil(PERMIT_BYTES).clamp(1, self.dirty_permits) as u32
+    }
+
+    /// Write-behind budget for `bytes` if it is free now.
+    pub fn try_reserve_dirty(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
         self.dirty
             .clone()
-            .acquire_many_owned(permits)
+            .try_acquire_many_owned(self.dirty_permits_for(bytes))
+            .ok()
+    }
+
+    /// Waits for write-behind budget for `bytes`.
+    pub async fn reserve_dirty(&self, bytes: u64) -> Result<OwnedSemaphorePermit, ClientError> {
+        self.dirty
+            .clone()
+            .acquire_many_owned(self.dirty_permits_for(bytes))
             .await
             .map_err(|_| ClientError::local(weft_proto::ErrorKind::Io, "pagepool closed"))
     }

@@ -11,6 +11,10 @@
 //!   and once the rest is unlinked the used inodes are back where they
 //!   started and no chunk file is left (unlinked files are freed in the
 //!   background; a statfs of the mount waits for that).
+//! - one rank's records alone (the other rank on another node, not
+//!   written here), past the write-behind budget of a 16 MiB pagepool: no
+//!   block is ever filled by this client, and the writes must not wait for
+//!   a flush that never comes; every record reads back, the gaps as zeros.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -226,5 +230,48 @@ fn interleaved_records_and_small_files_from_two_processes() {
             "after unlinking everything: {inodes} inodes used (was {inodes0}), {chunks} chunk files left"
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One rank of two writes its records of an ior-hard file alone: each 4
+/// MiB block holds half its bytes, so no block is filled here and the
+/// write-behind budget (half of a 16 MiB pagepool) runs out long before
+/// the fsync. The writes go on (the pieces buffered are written out), and
+/// the file reads back right.
+#[test]
+fn one_ranks_records_alone_do_not_wait_for_a_flush() {
+    let td = test_dir("ior-half");
+    let w = WeftUp::start("ior-half", td.path(), &["--pagepool", "16M"]);
+    let path = w.m("half");
+    let records: u64 = 600; // 28 MB of records over 56 MB of file
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let writer = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let f = std::fs::File::create(&path).unwrap();
+            for i in 0..records {
+                f.write_all_at(&record(0, i), 2 * i * REC as u64).unwrap();
+            }
+            f.sync_all().unwrap();
+            done_tx.send(()).unwrap();
+        })
+    };
+    if done.recv_timeout(Duration::from_secs(120)).is_err() {
+        panic!(
+            "{records} records of one rank were not written in 120 s: the writes wait for a flush"
+        );
+    }
+    writer.join().unwrap();
+    let data = std::fs::read(&path).unwrap();
+    assert_eq!(data.len() as u64, (2 * records - 1) * REC as u64, "size");
+    for i in 0..records {
+        let at = (2 * i) as usize * REC;
+        assert!(data[at..at + REC] == record(0, i)[..], "record {i}");
+        if i + 1 < records {
+            assert!(
+                data[at + REC..at + 2 * REC].iter().all(|&b| b == 0),
+                "the gap after record {i} is not zeros"
+            );
+        }
     }
 }

@@ -249,7 +249,7 @@ impl Client {
         for seg in f.layout.segments(offset, data.len() as u64) {
             let start = seg.buf_offset as usize;
             let piece = data.slice(start..start + seg.len as usize);
-            let mut permit = self.pool.reserve_dirty(u64::from(seg.len)).await?;
+            let mut permit = self.reserve_dirty(u64::from(seg.len)).await?;
             loop {
                 match file.wb.add(seg.block, seg.offset, &piece, permit, bs) {
                     Added::Buffered(ready) => {
@@ -277,6 +277,45 @@ impl Client {
             self.pool.invalidate_block(&block_key(&f, seg.block));
         }
         Ok(())
+    }
+
+    /// Write-behind budget for `bytes`. A full block goes to its NSDs as
+    /// soon as it is gathered, but a block that no write here fills (a
+    /// strided writer's records, with another node writing the records
+    /// between them) waits for a flush: when such pieces have spent the
+    /// budget, every open file's buffered pieces are written out now, so
+    /// the budget comes back rather than the write waiting for a flush
+    /// that only its own return would let come.
+    async fn reserve_dirty(
+        &self,
+        bytes: u64,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, ClientError> {
+        if let Some(permit) = self.pool.try_reserve_dirty(bytes) {
+            return Ok(permit);
+        }
+        let open: Vec<Arc<OpenFile>> = match self.files.lock() {
+            Ok(f) => f.values().cloned().collect(),
+            Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
+        };
+        for file in open {
+            let extents = file.wb.take_all();
+            if extents.is_empty() {
+                continue;
+            }
+            let f = file.with(|s| file_data(&s.attr));
+            for (block, extent) in extents {
+                let task = flush_extent(
+                    self.data.clone(),
+                    self.pool.clone(),
+                    file.clone(),
+                    f,
+                    block,
+                    extent,
+                );
+                tokio::spawn(crate::trace::scope(crate::trace::current(), task));
+            }
+        }
+        self.pool.reserve_dirty(bytes).await
     }
 
     /// Writes out every buffered extent of the file and waits for all
