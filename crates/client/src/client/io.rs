@@ -298,20 +298,7 @@ impl Client {
             Err(poisoned) => poisoned.into_inner().values().cloned().collect(),
         };
         for file in open {
-            let extents = file.wb.take_all();
-            if extents.is_empty() {
-                continue;
-            }
-            let f = file.with(|s| file_data(&s.attr));
-            for (block, extent) in extents {
-                let task = flush_extent(
-                    self.data.clone(),
-                    self.pool.clone(),
-                    file.clone(),
-                    f,
-                    block,
-                    extent,
-                );
+            for task in self.write_out(&file) {
                 tokio::spawn(crate::trace::scope(crate::trace::current(), task));
             }
         }
@@ -323,10 +310,25 @@ impl Client {
     pub(super) async fn drain(&self, file: &Arc<OpenFile>) -> Result<(), ClientError> {
         // A failure is kept with the write-behind errors, reported below.
         let _ = self.drain_inline(file).await;
+        futures::future::join_all(self.write_out(file)).await;
+        file.wb.wait_idle(None).await;
+        file.wb.take_error()
+    }
+
+    /// The writes of every extent `file` has buffered, taken from its
+    /// write-behind (marked in flight) to be run or awaited.
+    fn write_out(
+        &self,
+        file: &Arc<OpenFile>,
+    ) -> Vec<impl std::future::Future<Output = ()> + Send + 'static> {
         let extents = file.wb.take_all();
-        if !extents.is_empty() {
-            let f = file.with(|s| file_data(&s.attr));
-            let ops = extents.into_iter().map(|(block, e)| {
+        if extents.is_empty() {
+            return Vec::new();
+        }
+        let f = file.with(|s| file_data(&s.attr));
+        extents
+            .into_iter()
+            .map(|(block, e)| {
                 flush_extent(
                     self.data.clone(),
                     self.pool.clone(),
@@ -335,11 +337,8 @@ impl Client {
                     block,
                     e,
                 )
-            });
-            futures::future::join_all(ops).await;
-        }
-        file.wb.wait_idle(None).await;
-        file.wb.take_error()
+            })
+            .collect()
     }
 
     /// Serves a read of an open file from the pagepool where it can, reading
