@@ -46,6 +46,11 @@
 //!   member joins, the leader writes a snapshot and drops the log before it
 //!   ([`ShardGroup::snapshot_for_joiners`]), so a joining member is sent
 //!   the snapshot, with every record, rather than a log that lacks them.
+//! - **Standing down.** A leader that has heard from no majority for both
+//!   election timeouts (it stopped serving after the first) stops sending,
+//!   so that the others elect one of them even when its own messages still
+//!   reach them
+//!   ([`weft_raft::stand_down`]).
 //! - **Witness.** Raft needs a majority, so a group of two replicas stops
 //!   when one is lost. A shard with two replicas therefore has a third
 //!   member, a witness: it votes and keeps the log, but applies no records
@@ -192,7 +197,12 @@ impl ShardGroup {
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(failed)?);
-        let net = weft_raft::Network::<ShardRaft>::new(transport.clone());
+        let stand_down = Arc::new(weft_raft::stand_down::StandDown::new(
+            timing.heartbeat_ms,
+            timing.election_min_ms,
+            timing.election_max_ms,
+        ));
+        let net = weft_raft::Network::<ShardRaft>::new(stand_down.transport(transport.clone()));
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(failed)?;
@@ -211,6 +221,7 @@ impl ShardGroup {
             heard: std::sync::Mutex::new(std::time::Instant::now()),
         });
         server.set_replica(group.clone())?;
+        stand_down.watch(group.raft.metrics());
         if witness {
             group.raft.runtime_config().elect(false);
             tokio::spawn(witness::hand_on_when_caught_up(Arc::downgrade(&group)));

@@ -1,7 +1,7 @@
 //! The Raft configuration store over an in-process network: a group of three
 //! elects a manager, commits changes on a majority, refuses them on a
-//! minority, elects a new manager when the old one stops, and every node ends
-//! with the same configuration.
+//! minority, elects a new manager when the old one stops or hears nothing
+//! back, and every node ends with the same configuration.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -119,6 +119,54 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
         })
         .await;
     }
+    for s in &stores {
+        s.shutdown().await;
+    }
+}
+
+/// The manager's link breaks in one direction: its heartbeats still reach
+/// the others, their answers never come back. It stands down, so the others
+/// elect a manager and commit while the link is still broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_that_hears_nothing_back_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Arc::new(MemNet::default());
+    let mut stores = Vec::new();
+    for id in 1..=3u64 {
+        let addr = format!("q{id}");
+        let s = RaftStore::open(
+            &dir.path().join(format!("q{id}.redb")),
+            id,
+            net.link(&addr),
+            timing(),
+        )
+        .await
+        .unwrap();
+        let s = Arc::new(s);
+        net.join(&addr, serving(&s));
+        stores.push(s);
+    }
+    stores[0].initialize("q1", config()).await.unwrap();
+    stores[0].add_voter(2, "q2").await.unwrap();
+    stores[0].add_voter(3, "q3").await.unwrap();
+    rename(&stores[0], "before").await.unwrap();
+
+    net.deafen("q1", true);
+    let new = wait_for("a manager other than the one that hears nothing", || {
+        stores[1..]
+            .iter()
+            .find(|s| s.leadership().state.is_leader())
+            .cloned()
+    })
+    .await;
+    let c = rename(&new, "while-deaf").await.unwrap();
+    assert_eq!(c.name, "while-deaf");
+    net.deafen("q1", false);
+    wait_for("the old manager to follow the new one", || {
+        (stores[0].get().map(|c| c.name) == Some("while-deaf".into())).then_some(())
+    })
+    .await;
+    assert!(!stores[0].leadership().state.is_leader());
     for s in &stores {
         s.shutdown().await;
     }

@@ -3,7 +3,8 @@
 //! an append-only file of its own for a metadata shard's member
 //! ([`FileLog`]), both keeping their last entries in memory too —,
 //! the network over a transport the node
-//! provides ([`Network`], [`RaftTransport`]), the versioned message codec,
+//! provides ([`Network`], [`RaftTransport`]), a leader's standing down when
+//! it hears from no majority ([`stand_down`]), the versioned message codec,
 //! and the answer to a message from another member ([`serve`]). A group
 //! brings its own type configuration and state machine: the quorum's is the
 //! cluster configuration (`weft-quorum`), a metadata shard's the shard's
@@ -22,6 +23,7 @@ mod log;
 pub mod mem;
 mod network;
 mod recent;
+pub mod stand_down;
 
 use openraft::{BasicNode, Raft, RaftTypeConfig};
 use weft_proto::msg::RaftKind;

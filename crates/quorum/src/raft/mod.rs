@@ -106,10 +106,16 @@ impl RaftStore {
             ..Default::default()
         };
         let config = Arc::new(config.validate().map_err(fatal)?);
-        let net = weft_raft::Network::<TypeConfig>::new(transport);
+        let stand_down = Arc::new(weft_raft::stand_down::StandDown::new(
+            timing.heartbeat_ms,
+            timing.election_min_ms,
+            timing.election_max_ms,
+        ));
+        let net = weft_raft::Network::<TypeConfig>::new(stand_down.transport(transport));
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(fatal)?;
+        stand_down.watch(raft.metrics());
         Ok(RaftStore {
             raft,
             id,

@@ -6,13 +6,22 @@
 //! does (a refusal sends the request to the next member; a change whose
 //! outcome is unknown is resent, and its `Exists` or `NotFound` taken as its
 //! own), while the faults kill a shard's leader, start a killed member
-//! again from its database, and cut a member off the network and back, one
-//! member out at a time. Every 100 ms each member settles stale cross-shard
+//! again from its database, cut a member off the network and back, and
+//! break a leader's link in one direction (what it sends arrives, nothing
+//! comes back), one member out at a time. Every 100 ms each member settles stale cross-shard
 //! transactions, as nodes do.
 //!
 //! - [`one_shard`]: creates, writes and renames in one shard;
 //! - [`across`]: renames between directories of two shards (two-phase
 //!   commits whose coordinator and participant both fail over).
+//!
+//! The network is lossy while the faults go on ([`FAULTS`]): Raft
+//! messages between members wait up to 10 ms (so they overtake each other)
+//! and 3 % of them are lost before they arrive, 3 % of their answers after
+//! the member acted on them; the requests of writers and of cross-shard
+//! coordinators meet the same losses, and are resent as the client and
+//! `call_shard` resend them (an answer lost after the member acted makes the
+//! resend's outcome "may have been done").
 //!
 //! Both check afterwards, with every member back: no request failed (an
 //! application would have seen an error); every returned change is there
@@ -36,12 +45,59 @@ use weft_proto::msg::{MetaRequest, Response};
 use weft_proto::shard::{ShardOp, ShardReply};
 use weft_proto::types::{ino_shard, Ino, ShardId};
 use weft_proto::{ErrorKind, RemoteError};
-use weft_raft::mem::MemNet;
+use weft_raft::mem::{Faults, MemNet};
 
 use super::tests::{serving, timing};
 use super::ShardGroup;
 use crate::testutil::{spec, Rng};
 use crate::{MetaServer, MetaSpec, ShardPeers};
+
+/// What the network does to each message while the faults go on.
+const FAULTS: Faults = Faults {
+    lose_before: 0.03,
+    lose_after: 0.03,
+    max_delay_ms: 10,
+};
+
+/// The losses of the requests writers and coordinators send straight to a
+/// member (not through [`MemNet`]), drawn from the run's seed; none while
+/// `on` is off (before and after the faults).
+struct Loss {
+    on: AtomicBool,
+    rng: Mutex<Rng>,
+    lost: std::sync::atomic::AtomicU64,
+}
+
+impl Loss {
+    fn new(seed: u64) -> Loss {
+        Loss {
+            on: AtomicBool::new(false),
+            rng: Mutex::new(Rng(seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1)),
+            lost: Default::default(),
+        }
+    }
+
+    fn hit(&self, p: f64) -> bool {
+        if !self.on.load(Ordering::Relaxed) {
+            return false;
+        }
+        let hit = self.rng.lock().unwrap().below(10_000) < (p * 10_000.0) as usize;
+        if hit {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        hit
+    }
+
+    /// A request is lost before it reaches the member.
+    fn before(&self) -> bool {
+        self.hit(FAULTS.lose_before)
+    }
+
+    /// The answer is lost after the member acted on the request.
+    fn after(&self) -> bool {
+        self.hit(FAULTS.lose_after)
+    }
+}
 
 /// How long the faults go on in one run.
 const RUN: Duration = Duration::from_secs(6);
@@ -192,30 +248,52 @@ impl Group {
 }
 
 /// How a shard reaches the others: through whichever member serves.
-#[derive(Default)]
-struct Peers(Mutex<Vec<Weak<Group>>>);
+struct Peers {
+    groups: Mutex<Vec<Weak<Group>>>,
+    loss: Loss,
+}
+
+/// Times a coordinator's call is resent after its answer was lost, as
+/// `call_shard` resends within its timeout, before it gives up.
+const PEER_RESENDS: usize = 3;
 
 impl ShardPeers for Peers {
     fn call(&self, shard: ShardId, op: ShardOp) -> Result<ShardReply, RemoteError> {
-        let group = self.0.lock().unwrap()[usize::from(shard)]
+        let group = self.groups.lock().unwrap()[usize::from(shard)]
             .upgrade()
             .ok_or_else(|| RemoteError::new(ErrorKind::NoService, "the run is over"))?;
-        for m in group.live() {
-            match m.srv.handle(MetaRequest::Shard(op.clone()), Bytes::new()).0 {
-                Response::Shard(r) => return Ok(r),
-                Response::Error(e) if e.kind == ErrorKind::NotServing => {}
-                Response::Error(e) => return Err(e),
-                other => {
-                    return Err(RemoteError::new(
-                        ErrorKind::Io,
-                        format!("shard {shard} answered {other:?}"),
-                    ))
+        for _ in 0..=PEER_RESENDS {
+            let mut answer_lost = false;
+            for m in group.live() {
+                if self.loss.before() {
+                    continue;
+                }
+                let answer = m.srv.handle(MetaRequest::Shard(op.clone()), Bytes::new()).0;
+                if self.loss.after() {
+                    answer_lost = true;
+                    break;
+                }
+                match answer {
+                    Response::Shard(r) => return Ok(r),
+                    Response::Error(e) if e.kind == ErrorKind::NotServing => {}
+                    Response::Error(e) => return Err(e),
+                    other => {
+                        return Err(RemoteError::new(
+                            ErrorKind::Io,
+                            format!("shard {shard} answered {other:?}"),
+                        ))
+                    }
                 }
             }
+            if !answer_lost {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
+        // As the node's peers answer when `call_shard` gave up.
         Err(RemoteError::new(
             ErrorKind::NoService,
-            format!("no member of shard {shard} serves"),
+            format!("no member of shard {shard} answered"),
         ))
     }
 }
@@ -223,6 +301,9 @@ impl ShardPeers for Peers {
 /// The shards of one file system, and the member settling each 100 ms.
 struct Fs {
     groups: Vec<Arc<Group>>,
+    net: Arc<MemNet>,
+    peers: Arc<Peers>,
+    seed: u64,
     stop: Arc<AtomicBool>,
     settler: Option<std::thread::JoinHandle<()>>,
 }
@@ -230,7 +311,10 @@ struct Fs {
 impl Fs {
     async fn new(shards: u16, witness: bool, seed: u64) -> Fs {
         let net = Arc::new(MemNet::default());
-        let peers = Arc::new(Peers::default());
+        let peers = Arc::new(Peers {
+            groups: Mutex::new(Vec::new()),
+            loss: Loss::new(seed),
+        });
         let mut groups = Vec::new();
         for shard in 0..shards {
             let mut spec = spec();
@@ -260,7 +344,7 @@ impl Fs {
                 .unwrap();
             groups.push(g);
         }
-        *peers.0.lock().unwrap() = groups.iter().map(Arc::downgrade).collect();
+        *peers.groups.lock().unwrap() = groups.iter().map(Arc::downgrade).collect();
         for g in &groups {
             g.wait_leader().await;
         }
@@ -278,9 +362,27 @@ impl Fs {
         };
         Fs {
             groups,
+            net,
+            peers,
+            seed,
             stop,
             settler: Some(settler),
         }
+    }
+
+    /// Makes the network lossy ([`FAULTS`]), or reliable again.
+    fn lossy(&self, on: bool) {
+        if on {
+            self.net.set_faults(FAULTS, self.seed);
+        } else {
+            self.net.clear_faults();
+        }
+        self.peers.loss.on.store(on, Ordering::Relaxed);
+    }
+
+    /// Messages and answers lost so far, between members and to members.
+    fn lost(&self) -> u64 {
+        self.net.lost() + self.peers.loss.lost.load(Ordering::Relaxed)
     }
 
     /// Kills, starts and cuts members, one out at a time, for [`RUN`];
@@ -290,14 +392,16 @@ impl Fs {
         // The member out, as (shard, member).
         let mut down: Option<(usize, usize)> = None;
         let mut cut: Option<(usize, usize)> = None;
+        let mut deaf: Option<(usize, usize)> = None;
         let mut done = Vec::new();
         let start = Instant::now();
         while start.elapsed() < RUN {
             tokio::time::sleep(Duration::from_millis(100 + rng.below(300) as u64)).await;
             let s = rng.below(self.groups.len());
             let g = &self.groups[s];
-            match rng.below(4) {
-                0 if down.is_none() && cut.is_none() => {
+            let none_out = down.is_none() && cut.is_none() && deaf.is_none();
+            match rng.below(5) {
+                0 if none_out => {
                     if let Some(l) = g.leader() {
                         g.kill(l).await;
                         down = Some((s, l));
@@ -310,7 +414,7 @@ impl Fs {
                         done.push(format!("start {s}/{i}"));
                     }
                 }
-                2 if down.is_none() && cut.is_none() => {
+                2 if none_out => {
                     let i = rng.below(3);
                     g.net.cut(&addr(g.shard, i), true);
                     cut = Some((s, i));
@@ -323,9 +427,29 @@ impl Fs {
                             .cut(&addr(self.groups[s].shard, i), false);
                         done.push(format!("heal {s}/{i}"));
                     }
+                    if let Some((s, i)) = deaf.take() {
+                        self.groups[s]
+                            .net
+                            .deafen(&addr(self.groups[s].shard, i), false);
+                        done.push(format!("hear {s}/{i}"));
+                    }
+                }
+                // The leader's link breaks in one direction: what it
+                // sends arrives, nothing comes back.
+                4 if none_out => {
+                    if let Some(l) = g.leader() {
+                        g.net.deafen(&addr(g.shard, l), true);
+                        deaf = Some((s, l));
+                        done.push(format!("deafen {s}/{l}"));
+                    }
                 }
                 _ => {}
             }
+        }
+        if let Some((s, i)) = deaf {
+            self.groups[s]
+                .net
+                .deafen(&addr(self.groups[s].shard, i), false);
         }
         if let Some((s, i)) = cut {
             self.groups[s]
@@ -394,7 +518,16 @@ fn send(fs: &Fs, route: Ino, req: &MetaRequest, data: &[u8]) -> Sent {
     let mut unsure = false;
     loop {
         for m in group.live() {
+            if fs.peers.loss.before() {
+                continue;
+            }
             let (resp, out) = m.srv.handle(req.clone(), Bytes::copy_from_slice(data));
+            if fs.peers.loss.after() {
+                // The client resends a request whose connection broke
+                // after it was sent, not knowing whether it was done.
+                unsure = true;
+                continue;
+            }
             match resp {
                 Response::Error(e) => match e.kind {
                     ErrorKind::NotServing | ErrorKind::NoService => {}
@@ -433,16 +566,19 @@ async fn under_faults<D: Send + 'static>(
     writer: impl Fn(&Fs, usize, &AtomicBool) -> D + Send + Sync + Copy + 'static,
 ) -> (Vec<D>, Vec<String>) {
     let stop = Arc::new(AtomicBool::new(false));
+    fs.lossy(true);
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (fs, stop) = (fs.clone(), stop.clone());
             std::thread::spawn(move || writer(&fs, w, &stop))
         })
         .collect();
-    let faults = fs.faults(seed).await;
+    let mut faults = fs.faults(seed).await;
     stop.store(true, Ordering::Relaxed);
     let done =
         tokio::task::block_in_place(|| writers.into_iter().map(|w| w.join().unwrap()).collect());
+    fs.lossy(false);
+    faults.push(format!("{} messages lost", fs.lost()));
     (done, faults)
 }
 

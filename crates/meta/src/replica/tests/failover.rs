@@ -248,3 +248,47 @@ async fn a_leader_cut_off_stops_serving_before_another_leads() {
     r.cut(l, false);
     r.stop().await;
 }
+
+/// A leader whose link works in one direction only: its heartbeats reach
+/// the others (so they would follow it for ever), but nothing comes back.
+/// It stops serving within its lease, and another replica must come to
+/// lead while the link is still broken, or the shard stalls for as long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_hears_nothing_back_gives_up_the_lead() {
+    let r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    r.fx(l).file(ROOT_INO, "before");
+    r.net.deafen(&super::addr(l), true);
+    let started = std::time::Instant::now();
+    let mut l2 = None;
+    while started.elapsed() < Duration::from_secs(20) {
+        l2 = (0..3).find(|&i| {
+            i != l
+                && r.groups[i]
+                    .as_ref()
+                    .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
+        });
+        if l2.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let l2 = l2.unwrap_or_else(|| {
+        panic!(
+            "no other replica led in {:?} while the leader heard nothing",
+            started.elapsed()
+        )
+    });
+    eprintln!(
+        "another replica led {:?} after the leader went deaf",
+        started.elapsed()
+    );
+    r.fx(l2).file(ROOT_INO, "after");
+    let lookup = |name: &str| MetaRequest::Lookup {
+        parent: ROOT_INO,
+        name: name.as_bytes().to_vec(),
+    };
+    assert_eq!(r.fx(l).err(lookup("after")), ErrorKind::NotServing);
+    r.net.deafen(&super::addr(l), false);
+    r.stop().await;
+}
