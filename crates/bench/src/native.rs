@@ -137,21 +137,14 @@ impl Native {
 
     fn create_file(&self, client: &Client, path: &Path, truncate: bool) -> io::Result<Ino> {
         let (parent, name) = self.entry(client, path)?;
-        let created = self.block_on(client.create(
-            parent,
-            &name,
-            NewNode::File,
-            FILE_MODE,
-            self.uid,
-            self.gid,
-        ));
-        let (attr, existed) = match created {
-            Ok(a) => (a, false),
-            Err(e) if e.kind() == ErrorKind::Exists => (
-                self.block_on(client.lookup(parent, &name))
-                    .map_err(|e| io_error(path, e))?,
-                true,
-            ),
+        // Created and opened in one request, as the kernel's create is.
+        let created =
+            self.block_on(client.create_open(parent, &name, FILE_MODE, 0, self.uid, self.gid));
+        let attr = match created {
+            Ok(a) => return Ok(a.ino),
+            Err(e) if e.kind() == ErrorKind::Exists => self
+                .block_on(client.lookup(parent, &name))
+                .map_err(|e| io_error(path, e))?,
             Err(e) => return Err(io_error(path, e)),
         };
         if attr.kind != FileKind::File {
@@ -160,7 +153,7 @@ impl Native {
                 path.display()
             )));
         }
-        self.block_on(client.open(attr.ino, existed && truncate))
+        self.block_on(client.open(attr.ino, truncate))
             .map_err(|e| io_error(path, e))?;
         Ok(attr.ino)
     }
