@@ -1,7 +1,9 @@
 //! Leaders of a replicated shard lost, cut off and replaced: the records,
 //! byte-range locks and open files that survive a failover, a replica that
-//! fell behind the dropped log catching up from a snapshot, and a leader
-//! cut off that stops serving before another leads.
+//! fell behind the dropped log catching up from a snapshot, a leader
+//! cut off that stops serving before another leads, and links broken in
+//! one direction: a leader that hears nothing back gives up the lead, a
+//! follower that hears nothing does not unseat the leader.
 
 use std::time::Duration;
 
@@ -290,5 +292,57 @@ async fn a_leader_that_hears_nothing_back_gives_up_the_lead() {
     };
     assert_eq!(r.fx(l).err(lookup("after")), ErrorKind::NotServing);
     r.net.deafen(&super::addr(l), false);
+    r.stop().await;
+}
+
+/// A follower whose link breaks in one direction (it is heard, it hears
+/// nothing) campaigns again and again, each time in a higher term; the
+/// others, hearing their leader, must refuse it without taking up its
+/// term, or every one of its campaigns unseats the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_hears_nothing_does_not_unseat_the_leader() {
+    let r = Replicas::new(timing()).await;
+    let l = r.leader().await;
+    let f = (l + 1) % 3;
+    r.net.deafen(&super::addr(f), true);
+    let started = std::time::Instant::now();
+    let mut n = 0;
+    // Ten of the follower's election timeouts.
+    while started.elapsed() < Duration::from_secs(6) {
+        let serving = (0..3).find(|&i| {
+            r.groups[i]
+                .as_ref()
+                .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
+        });
+        assert_eq!(
+            serving,
+            Some(l),
+            "after {:?} with follower {f} deaf, the leader {l} no longer served",
+            started.elapsed()
+        );
+        r.fx(l).file(ROOT_INO, &format!("f{n}"));
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // It did campaign: its term went past the leader's.
+    let term = |i: usize| {
+        r.groups[i]
+            .as_ref()
+            .map(|g| g.raft.metrics().borrow().current_term)
+    };
+    assert!(
+        term(f) > term(l),
+        "the deaf follower never campaigned (term {:?}, the leader's {:?})",
+        term(f),
+        term(l)
+    );
+    r.net.deafen(&super::addr(f), false);
+    let l = r.leader().await;
+    r.caught_up(f, l).await;
+    assert_eq!(
+        r.records(f),
+        r.records(l),
+        "the follower differs once it hears"
+    );
     r.stop().await;
 }
