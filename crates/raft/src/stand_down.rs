@@ -1,12 +1,14 @@
 //! A leader that hears nothing back stands down.
 //!
 //! openraft's leader does not step down when its majority stops answering.
-//! When its link is broken in one direction (its messages reach the
-//! followers, their answers do not come back: a half-broken link, a
-//! one-sided firewall rule), the followers keep hearing its heartbeats, so
-//! none of them campaigns, and the group stalls for as long as the link
-//! stays broken: a metadata shard serves nothing (its leader's lease has
-//! lapsed), the quorum commits no configuration.
+//! When its messages reach the followers but their answers are lost on
+//! the way back (the answers fail at the leader's end of the connection —
+//! they do not decode, its node cannot take them —, or a link drops one
+//! direction; over TCP the latter stalls the connection both ways after a
+//! retransmission timeout, but not at once), the followers keep hearing
+//! its heartbeats, so none of them campaigns, and the group stalls for as
+//! long as that lasts: a metadata shard serves nothing (its leader's lease
+//! has lapsed), the quorum commits no configuration.
 //!
 //! So a leader that has heard from no majority for the shortest election
 //! timeout (`election_min_ms`: a shard's leader has stopped serving by
