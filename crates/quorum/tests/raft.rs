@@ -61,15 +61,14 @@ async fn rename(store: &RaftStore, name: &str) -> Result<ClusterConfig, QuorumEr
         .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
-    let dir = tempfile::tempdir().unwrap();
-    let net = Arc::new(MemNet::default());
+/// Three quorum nodes q1..q3 on `net`, their stores in `dir`, formed into
+/// one group by q1, which leads.
+async fn three(dir: &std::path::Path, net: &Arc<MemNet>) -> Vec<Arc<RaftStore>> {
     let mut stores = Vec::new();
     for id in 1..=3u64 {
         let addr = format!("q{id}");
         let link = net.link(&addr);
-        let s = RaftStore::open(&dir.path().join(format!("q{id}.redb")), id, link, timing())
+        let s = RaftStore::open(&dir.join(format!("q{id}.redb")), id, link, timing())
             .await
             .unwrap();
         let s = Arc::new(s);
@@ -79,6 +78,14 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
     stores[0].initialize("q1", config()).await.unwrap();
     stores[0].add_voter(2, "q2").await.unwrap();
     stores[0].add_voter(3, "q3").await.unwrap();
+    stores
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
+    let dir = tempfile::tempdir().unwrap();
+    let net = Arc::new(MemNet::default());
+    let stores = three(dir.path(), &net).await;
     let c = rename(&stores[0], "renamed").await.unwrap();
     assert_eq!(c.epoch, 2);
     for s in &stores {
@@ -131,24 +138,7 @@ async fn three_quorum_nodes_elect_commit_fail_over_and_refuse_on_a_minority() {
 async fn a_manager_that_hears_nothing_back_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let net = Arc::new(MemNet::default());
-    let mut stores = Vec::new();
-    for id in 1..=3u64 {
-        let addr = format!("q{id}");
-        let s = RaftStore::open(
-            &dir.path().join(format!("q{id}.redb")),
-            id,
-            net.link(&addr),
-            timing(),
-        )
-        .await
-        .unwrap();
-        let s = Arc::new(s);
-        net.join(&addr, serving(&s));
-        stores.push(s);
-    }
-    stores[0].initialize("q1", config()).await.unwrap();
-    stores[0].add_voter(2, "q2").await.unwrap();
-    stores[0].add_voter(3, "q3").await.unwrap();
+    let stores = three(dir.path(), &net).await;
     rename(&stores[0], "before").await.unwrap();
 
     net.deafen("q1", true);

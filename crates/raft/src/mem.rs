@@ -73,6 +73,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Puts `addr` in `set` (`on`) or takes it out.
+fn mark(set: &Mutex<BTreeSet<String>>, addr: &str, on: bool) {
+    let mut s = lock(set);
+    if on {
+        s.insert(addr.to_string());
+    } else {
+        s.remove(addr);
+    }
+}
+
 impl MemNet {
     /// Member `addr` answers with `serve` from now on.
     pub fn join(&self, addr: &str, serve: Serve) {
@@ -91,23 +101,13 @@ impl MemNet {
 
     /// Cuts `addr` off (`off`) or joins it back.
     pub fn cut(&self, addr: &str, off: bool) {
-        let mut c = lock(&self.cut);
-        if off {
-            c.insert(addr.to_string());
-        } else {
-            c.remove(addr);
-        }
+        mark(&self.cut, addr, off);
     }
 
     /// Makes `addr` deaf (`on`): its messages arrive and are acted on, but
     /// nothing reaches it, answers included. Or hearing again.
     pub fn deafen(&self, addr: &str, on: bool) {
-        let mut d = lock(&self.deaf);
-        if on {
-            d.insert(addr.to_string());
-        } else {
-            d.remove(addr);
-        }
+        mark(&self.deaf, addr, on);
     }
 
     /// Whether messages and answers reach `addr` now.

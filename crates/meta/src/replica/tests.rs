@@ -123,15 +123,31 @@ impl Replicas {
         r
     }
 
+    /// Whether replica `i` serves now.
+    fn serves(&self, i: usize) -> bool {
+        match (&self.groups[i], &self.fx[i]) {
+            (Some(g), Some(fx)) => g.ready(&fx.srv).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// A replica other than `l` that serves, waiting up to `limit`.
+    async fn other_leader(&self, l: usize, limit: Duration) -> Option<usize> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Some(i) = (0..3).find(|&i| i != l && self.serves(i)) {
+                return Some(i);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
     /// The replica that serves, waiting for one.
     async fn leader(&self) -> usize {
         for _ in 0..400 {
-            for (i, g) in self.groups.iter().enumerate() {
-                if let (Some(g), Some(fx)) = (g, &self.fx[i]) {
-                    if g.ready(&fx.srv).is_ok() {
-                        return i;
-                    }
-                }
+            if let Some(i) = (0..3).find(|&i| self.serves(i)) {
+                return i;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }

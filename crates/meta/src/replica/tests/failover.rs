@@ -225,20 +225,10 @@ async fn a_leader_cut_off_stops_serving_before_another_leads() {
     let l = r.leader().await;
     r.fx(l).file(ROOT_INO, "before");
     r.cut(l, true);
-    let mut l2 = None;
-    for _ in 0..400 {
-        l2 = (0..3).find(|&i| {
-            i != l
-                && r.groups[i]
-                    .as_ref()
-                    .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
-        });
-        if l2.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let l2 = l2.expect("no other replica came to lead");
+    let l2 = r
+        .other_leader(l, Duration::from_secs(4))
+        .await
+        .expect("no other replica came to lead");
     // The old leader already refuses, even a look-up of what it holds.
     let lookup = |name: &str| MetaRequest::Lookup {
         parent: ROOT_INO,
@@ -262,19 +252,7 @@ async fn a_leader_that_hears_nothing_back_gives_up_the_lead() {
     r.fx(l).file(ROOT_INO, "before");
     r.net.deafen(&super::addr(l), true);
     let started = std::time::Instant::now();
-    let mut l2 = None;
-    while started.elapsed() < Duration::from_secs(20) {
-        l2 = (0..3).find(|&i| {
-            i != l
-                && r.groups[i]
-                    .as_ref()
-                    .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
-        });
-        if l2.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let l2 = r.other_leader(l, Duration::from_secs(20)).await;
     let l2 = l2.unwrap_or_else(|| {
         panic!(
             "no other replica led in {:?} while the leader heard nothing",
@@ -309,11 +287,7 @@ async fn a_follower_that_hears_nothing_does_not_unseat_the_leader() {
     let mut n = 0;
     // Ten of the follower's election timeouts.
     while started.elapsed() < Duration::from_secs(6) {
-        let serving = (0..3).find(|&i| {
-            r.groups[i]
-                .as_ref()
-                .is_some_and(|g| g.ready(&r.fx(i).srv).is_ok())
-        });
+        let serving = (0..3).find(|&i| r.serves(i));
         assert_eq!(
             serving,
             Some(l),
