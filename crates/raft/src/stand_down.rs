@@ -156,7 +156,7 @@ impl StandDown {
         if self.muted.swap(mute, Ordering::Relaxed) != mute {
             if mute {
                 tracing::warn!(
-                    silent_ms = self.election_max.as_millis() as u64,
+                    stands_down_after_ms = (self.unheard + self.election_max).as_millis() as u64,
                     "a Raft leader heard from no majority: it stops sending so that another can be elected"
                 );
             } else if next == Standing::Heard {
