@@ -131,11 +131,11 @@ impl Replicas {
         }
     }
 
-    /// A replica other than `l` that serves, waiting up to `limit`.
+    /// A member other than `l` that serves, waiting up to `limit`.
     async fn other_leader(&self, l: usize, limit: Duration) -> Option<usize> {
         let started = std::time::Instant::now();
         while started.elapsed() < limit {
-            if let Some(i) = (0..3).find(|&i| i != l && self.serves(i)) {
+            if let Some(i) = (0..self.groups.len()).find(|&i| i != l && self.serves(i)) {
                 return Some(i);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -143,10 +143,11 @@ impl Replicas {
         None
     }
 
-    /// The replica that serves, waiting for one.
+    /// The member that serves (any of them, a fourth that joined too),
+    /// waiting for one.
     async fn leader(&self) -> usize {
         for _ in 0..400 {
-            if let Some(i) = (0..3).find(|&i| self.serves(i)) {
+            if let Some(i) = (0..self.groups.len()).find(|&i| self.serves(i)) {
                 return i;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
