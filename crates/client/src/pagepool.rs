@@ -1,10 +1,12 @@
 //! The pagepool: the client's bounded block cache, as GPFS has one.
 //!
 //! It holds whole blocks read ahead of sequential readers (loaded by a
-//! background task each, several from different NSDs at once), evicted least
-//! recently used once `capacity` bytes are cached, and it meters the memory
-//! of write-behind buffers: a writer waits for budget when too many dirty
-//! bytes are in flight. Everything a file writes or truncates invalidates the
+//! background task each, several from different NSDs at once) and meters
+//! the memory of write-behind buffers: a writer waits for budget when half
+//! the pool is dirty. Both come out of one `capacity`, as GPFS's pagepool
+//! holds both: cached blocks are evicted, least recently used first, once
+//! they and the dirty bytes together pass it (a reservation of dirty bytes
+//! evicts too). Everything a file writes or truncates invalidates the
 //! blocks it touches, so a reader never sees a block older than this client's
 //! own writes.
 
@@ -172,6 +174,7 @@ impl PagePool {
             .clone()
             .try_acquire_many_owned(self.dirty_permits_for(bytes))
             .ok()
+            .map(|p| self.reserved(p))
     }
 
     /// Waits for write-behind budget for `bytes`.
@@ -180,6 +183,7 @@ impl PagePool {
             .clone()
             .acquire_many_owned(self.dirty_permits_for(bytes))
             .await
+            .map(|p| self.reserved(p))
             .map_err(|_| ClientError::local(weft_proto::ErrorKind::Io, "pagepool closed"))
     }
 
@@ -264,7 +268,14 @@ impl PagePool {
         (weft_metrics::global().pagepool.prefetched_bytes).inc_by(data.len() as u64);
         g.slots.insert(key, Slot::Ready { data, tick });
         g.lru.insert(tick, key);
-        while g.cached > self.capacity {
+        self.evict(&mut g);
+    }
+
+    /// Evicts the least recently used blocks until they fit beside the
+    /// dirty bytes in the pool's capacity.
+    fn evict(&self, g: &mut Inner) {
+        let room = self.capacity.saturating_sub(self.dirty_bytes());
+        while g.cached > room {
             let Some((&oldest, &victim)) = g.lru.iter().next() else {
                 break;
             };
@@ -273,6 +284,12 @@ impl PagePool {
                 g.cached -= data.len() as u64;
             }
         }
+    }
+
+    /// Room for dirty bytes just reserved: the cache gives it up.
+    fn reserved(&self, permit: OwnedSemaphorePermit) -> OwnedSemaphorePermit {
+        self.evict(&mut self.lock());
+        permit
     }
 
     fn forget(&self, key: BlockKey, id: u64) {
@@ -491,5 +508,48 @@ mod tests {
         assert!(waiting.is_err());
         drop(all);
         assert!(pool.reserve_dirty(4096).await.is_ok());
+    }
+
+    /// Cached blocks and write-behind buffers share the capacity: the
+    /// client's memory stays within the pagepool it was given.
+    #[tokio::test]
+    async fn cached_blocks_make_room_for_dirty_bytes() {
+        const MIB: u64 = 1 << 20;
+        let pool = PagePool::new(16 * MIB);
+        let block = |b: u64| BlockKey {
+            ino: 7,
+            gen: 1,
+            block: b,
+        };
+        for b in 0..16 {
+            pool.prefetch(block(b), async {
+                Some(Bytes::from(vec![0u8; MIB as usize]))
+            });
+            pool.lookup(&block(b)).unwrap().await;
+        }
+        assert_eq!(pool.stats().cached_bytes, 16 * MIB);
+        // Half the pool becomes dirty: the oldest half of the cache goes.
+        let dirty = pool.reserve_dirty(6 * MIB).await.unwrap();
+        let more = pool.try_reserve_dirty(2 * MIB).unwrap();
+        assert_eq!(pool.stats().cached_bytes, 8 * MIB);
+        assert!(pool.lookup(&block(7)).is_none());
+        assert!(pool.lookup(&block(8)).is_some());
+        // While it is dirty, blocks loaded now keep within what is left.
+        for b in 16..20 {
+            pool.prefetch(block(b), async {
+                Some(Bytes::from(vec![0u8; MIB as usize]))
+            });
+            pool.lookup(&block(b)).unwrap().await;
+        }
+        assert_eq!(pool.stats().cached_bytes, 8 * MIB);
+        // Once written out, the cache may fill the pool again.
+        drop((dirty, more));
+        for b in 20..28 {
+            pool.prefetch(block(b), async {
+                Some(Bytes::from(vec![0u8; MIB as usize]))
+            });
+            pool.lookup(&block(b)).unwrap().await;
+        }
+        assert_eq!(pool.stats().cached_bytes, 16 * MIB);
     }
 }
