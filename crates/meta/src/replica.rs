@@ -221,6 +221,12 @@ impl ShardGroup {
             heard: std::sync::Mutex::new(std::time::Instant::now()),
         });
         server.set_replica(group.clone())?;
+        weft_raft::observe::watch(
+            format!("{}/shard{}", server.spec().name, server.spec().shard),
+            id,
+            group.raft.metrics(),
+            stand_down.clone(),
+        );
         stand_down.watch(group.raft.metrics());
         if witness {
             group.raft.runtime_config().elect(false);

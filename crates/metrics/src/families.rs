@@ -1,8 +1,8 @@
 //! The labelled metric families of the process and the names they are
 //! registered under: label sets, the calls/failures/latency triple of one
 //! kind of operation ([`OpFamily`]), and [`Families`], every family the
-//! handles of one file system, NSD, meta role or RPC type are taken from,
-//! and the node's info gauge.
+//! handles of one file system, NSD, meta role, RPC type or Raft group
+//! member are taken from, and the node's info gauge.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -39,6 +39,14 @@ pub(crate) struct NsdOpLabels {
 pub(crate) struct RpcLabels {
     pub(crate) role: String,
     pub(crate) r#type: String,
+}
+
+/// One member of a Raft group: the group (`quorum`, or `FS/shardN`) and
+/// the member's Raft id.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RaftLabels {
+    pub(crate) group: String,
+    pub(crate) member: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -122,7 +130,61 @@ pub(crate) struct Families {
     pub(crate) meta_data_revocations: Family<FsLabels, Counter>,
     pub(crate) rpc_calls: OpFamily<RpcLabels>,
     pub(crate) rpc_served: OpFamily<RpcLabels>,
+    pub(crate) raft: RaftFamilies,
     pub(crate) info: Family<InfoLabels, Gauge>,
+}
+
+/// The families of Raft group members (see [`crate::RaftMetrics`]).
+pub(crate) struct RaftFamilies {
+    pub(crate) leader: Family<RaftLabels, Gauge>,
+    pub(crate) term: Family<RaftLabels, Gauge>,
+    pub(crate) log_index: Family<RaftLabels, Gauge>,
+    pub(crate) applied_index: Family<RaftLabels, Gauge>,
+    pub(crate) leader_changes: Family<RaftLabels, Counter>,
+    pub(crate) stand_downs: Family<RaftLabels, Counter>,
+}
+
+impl RaftFamilies {
+    fn register(r: &mut Registry) -> RaftFamilies {
+        RaftFamilies {
+            leader: gauge(
+                r,
+                "weft_raft_leader",
+                "1 while this member leads its Raft group, else 0",
+            ),
+            term: gauge(r, "weft_raft_term", "the member's current Raft term"),
+            log_index: gauge(
+                r,
+                "weft_raft_log_index",
+                "index of the last entry in the member's Raft log",
+            ),
+            applied_index: gauge(
+                r,
+                "weft_raft_applied_index",
+                "index of the last entry the member applied",
+            ),
+            leader_changes: counter(
+                r,
+                "weft_raft_leader_changes",
+                "times this member saw its group's leader change",
+            ),
+            stand_downs: counter(
+                r,
+                "weft_raft_stand_downs",
+                "times this member stopped sending as a leader that heard from no majority",
+            ),
+        }
+    }
+
+    /// Drops every series of one member (its group stopped here).
+    pub(crate) fn remove(&self, l: &RaftLabels) {
+        self.leader.remove(l);
+        self.term.remove(l);
+        self.log_index.remove(l);
+        self.applied_index.remove(l);
+        self.leader_changes.remove(l);
+        self.stand_downs.remove(l);
+    }
 }
 
 impl Families {
@@ -206,6 +268,7 @@ impl Families {
             "weft_rpc_served",
             "RPCs this process served",
         );
+        let raft = RaftFamilies::register(r);
         let info = gauge(r, "weft_node_info", "the node: cluster, name and version");
         Families {
             fs_ops,
@@ -229,6 +292,7 @@ impl Families {
             meta_data_revocations,
             rpc_calls,
             rpc_served,
+            raft,
             info,
         }
     }

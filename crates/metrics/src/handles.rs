@@ -1,7 +1,8 @@
 //! The handles each layer keeps and records into: one mounted file
 //! system's ([`FsMetrics`]), one NSD's ([`NsdMetrics`]), one file system's
-//! meta role's ([`MetaMetrics`]) and the pagepool's ([`PagepoolMetrics`],
-//! registered here as metrics without labels).
+//! meta role's ([`MetaMetrics`]), one Raft group member's ([`RaftMetrics`])
+//! and the pagepool's ([`PagepoolMetrics`], registered here as metrics
+//! without labels).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -71,6 +72,22 @@ pub struct MetaMetrics {
     pub revocations_lost: Counter,
     /// Ranges of byte-range data tokens taken back from clients.
     pub data_revocations: Counter,
+}
+
+/// One member of a Raft group (a metadata shard's or the quorum's), as
+/// the member sees itself; dropped with [`crate::Metrics::forget_raft`]
+/// when the group stops here.
+#[derive(Clone)]
+pub struct RaftMetrics {
+    /// 1 while the member leads.
+    pub leader: Gauge,
+    pub term: Gauge,
+    pub log_index: Gauge,
+    pub applied_index: Gauge,
+    /// Times the member saw the group's leader change.
+    pub leader_changes: Counter,
+    /// Times the member stood down as a leader that heard from no majority.
+    pub stand_downs: Counter,
 }
 
 /// The client's block cache (pagepool), summed over the clients of the process.

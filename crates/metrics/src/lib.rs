@@ -30,9 +30,11 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, Weak};
 
 use prometheus_client::registry::Registry;
 
-use families::{Families, FsLabels, InfoLabels, NsdLabels, NsdOpLabels, OpFamily, RpcLabels};
+use families::{
+    Families, FsLabels, InfoLabels, NsdLabels, NsdOpLabels, OpFamily, RaftLabels, RpcLabels,
+};
 
-pub use handles::{FsMetrics, MetaMetrics, NsdMetrics, PagepoolMetrics};
+pub use handles::{FsMetrics, MetaMetrics, NsdMetrics, PagepoolMetrics, RaftMetrics};
 pub use op::{OpMetric, OpTimer};
 pub use totals::{Totals, TotalsSnapshot};
 
@@ -180,6 +182,33 @@ impl Metrics {
     /// The handle of served RPCs of `kind`.
     pub fn rpc_served(&self, role: &'static str, kind: &'static str) -> Arc<OpMetric> {
         rpc_metric(&self.rpc_served, &self.families.rpc_served, role, kind)
+    }
+
+    /// The handle of member `member` of Raft group `group` (`quorum`, or
+    /// `FS/shardN`).
+    pub fn raft(&self, group: &str, member: u64) -> RaftMetrics {
+        let f = &self.families.raft;
+        let l = RaftLabels {
+            group: group.to_string(),
+            member: member.to_string(),
+        };
+        RaftMetrics {
+            leader: f.leader.get_or_create(&l).clone(),
+            term: f.term.get_or_create(&l).clone(),
+            log_index: f.log_index.get_or_create(&l).clone(),
+            applied_index: f.applied_index.get_or_create(&l).clone(),
+            leader_changes: f.leader_changes.get_or_create(&l).clone(),
+            stand_downs: f.stand_downs.get_or_create(&l).clone(),
+        }
+    }
+
+    /// Drops the series of a Raft group member that stopped here (its
+    /// shard moved away, the node left the group).
+    pub fn forget_raft(&self, group: &str, member: u64) {
+        self.families.raft.remove(&RaftLabels {
+            group: group.to_string(),
+            member: member.to_string(),
+        });
     }
 
     /// Names this node in `weft_node_info`.

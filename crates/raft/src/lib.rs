@@ -4,7 +4,8 @@
 //! ([`FileLog`]), both keeping their last entries in memory too —,
 //! the network over a transport the node
 //! provides ([`Network`], [`RaftTransport`]), a leader's standing down when
-//! it hears from no majority ([`stand_down`]), the versioned message codec,
+//! it hears from no majority ([`stand_down`]), each member's Prometheus
+//! series ([`observe`]), the versioned message codec,
 //! and the answer to a message from another member ([`serve`]). A group
 //! brings its own type configuration and state machine: the quorum's is the
 //! cluster configuration (`weft-quorum`), a metadata shard's the shard's
@@ -22,6 +23,7 @@ mod log;
 #[cfg(feature = "testing")]
 pub mod mem;
 mod network;
+pub mod observe;
 mod recent;
 pub mod stand_down;
 

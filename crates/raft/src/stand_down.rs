@@ -23,7 +23,7 @@
 //! a newer term refuse a stale leader's messages, so a probe does not
 //! disturb a new leader).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,8 @@ pub const PROBE_EVERY: u32 = 4;
 /// timing it decides with.
 pub struct StandDown {
     muted: Arc<AtomicBool>,
+    /// Times it muted (`weft_raft_stand_downs_total`).
+    mutes: AtomicU64,
     heartbeat: Duration,
     /// A majority acknowledgement older than this is not hearing it.
     unheard: Duration,
@@ -89,6 +91,7 @@ impl StandDown {
     pub fn new(heartbeat_ms: u64, election_min_ms: u64, election_max_ms: u64) -> StandDown {
         StandDown {
             muted: Arc::new(AtomicBool::new(false)),
+            mutes: AtomicU64::new(0),
             heartbeat: Duration::from_millis(heartbeat_ms.max(1)),
             unheard: Duration::from_millis(election_min_ms.max(1)),
             election_max: Duration::from_millis(election_max_ms.max(1)),
@@ -106,6 +109,12 @@ impl StandDown {
     /// Whether this member is muted now.
     pub fn is_muted(&self) -> bool {
         self.muted.load(Ordering::Relaxed)
+    }
+
+    /// How many times this member stood down (a probe that nobody
+    /// answered, muting again, counts too).
+    pub fn times_stood_down(&self) -> u64 {
+        self.mutes.load(Ordering::Relaxed)
     }
 
     /// Watches the member's metrics (`raft.metrics()`) on the current
@@ -155,6 +164,7 @@ impl StandDown {
         let mute = matches!(next, Standing::Muted(_));
         if self.muted.swap(mute, Ordering::Relaxed) != mute {
             if mute {
+                self.mutes.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     stands_down_after_ms = (self.unheard + self.election_max).as_millis() as u64,
                     "a Raft leader heard from no majority: it stops sending so that another can be elected"

@@ -159,6 +159,10 @@ fn metrics_count_exactly_the_work_done_through_the_mount() {
         matches!(info.as_slice(), [(k, v)] if **v == 1.0 && k.contains("version=")),
         "{info:?}"
     );
+    // The node's quorum is a Raft group of one: it leads it.
+    assert_eq!(val(&after, "weft_raft_leader{group=quorum,member=1}"), 1.0);
+    assert!(val(&after, "weft_raft_term{group=quorum,member=1}") >= 1.0);
+    assert!(val(&after, "weft_raft_applied_index{group=quorum,member=1}") >= 1.0);
 
     // `weft stats --once --json` reports the figures /metrics shows (the
     // cluster is idle now).

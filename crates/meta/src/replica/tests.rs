@@ -44,6 +44,9 @@ pub(super) fn timing() -> ReplicaTiming {
 
 struct Replicas {
     net: Arc<MemNet>,
+    /// The file system's name (its shard's Raft series are labelled
+    /// `NAME/shard0`).
+    name: String,
     /// Member 3 is a witness.
     witness: bool,
     /// Member ids count down (the witness has the lowest), not up.
@@ -86,14 +89,32 @@ impl Replicas {
         Self::start_three(timing, witness, lease_ms, false).await
     }
 
+    /// Three replicas of a file system of its own name: what is read from
+    /// the process's metrics is theirs alone.
+    async fn named(timing: ReplicaTiming, name: &str) -> Replicas {
+        Self::start_named(timing, false, 0, false, name).await
+    }
+
     async fn start_three(
         timing: ReplicaTiming,
         witness: bool,
         lease_ms: u64,
         ids_down: bool,
     ) -> Replicas {
+        let name = crate::testutil::spec().name;
+        Self::start_named(timing, witness, lease_ms, ids_down, &name).await
+    }
+
+    async fn start_named(
+        timing: ReplicaTiming,
+        witness: bool,
+        lease_ms: u64,
+        ids_down: bool,
+        name: &str,
+    ) -> Replicas {
         let net = Arc::new(MemNet::default());
         let mut r = Replicas {
+            name: name.to_string(),
             net,
             witness,
             ids_down,
@@ -103,7 +124,10 @@ impl Replicas {
             lease_ms,
         };
         for i in 0..3 {
-            let fx = Fx::with(|s| s.lock_lease_ms = lease_ms);
+            let fx = Fx::with(|s| {
+                s.lock_lease_ms = lease_ms;
+                s.name = name.to_string();
+            });
             let g = ShardGroup::start(
                 &fx.srv,
                 r.id(i),
@@ -220,6 +244,20 @@ impl Replicas {
         panic!("replica {i} did not catch up with replica {j}");
     }
 
+    /// The value of Raft series `metric` of member `i` in the process's
+    /// metrics, if it is there.
+    fn raft_series(&self, metric: &str, i: usize) -> Option<i64> {
+        let head = format!(
+            "{metric}{{group=\"{}/shard0\",member=\"{}\"}} ",
+            self.name,
+            self.id(i)
+        );
+        weft_metrics::global()
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(&head)?.trim().parse().ok())
+    }
+
     /// Every record of replica `i`'s shard.
     fn records(&self, i: usize) -> Records {
         records_of(&self.fx(i).srv.db)
@@ -244,7 +282,10 @@ impl Replicas {
     /// a shard moves to, or one reopening its copy in another role (`weft
     /// fs set -m`).
     async fn start_empty(&mut self, i: usize, witness: bool) {
-        let fx = Fx::with(|s| s.lock_lease_ms = self.lease_ms);
+        let fx = Fx::with(|s| {
+            s.lock_lease_ms = self.lease_ms;
+            s.name = self.name.clone();
+        });
         let g = ShardGroup::start(
             &fx.srv,
             self.id(i),

@@ -115,6 +115,7 @@ impl RaftStore {
         let raft = Raft::new(id, config, net, logs, machine)
             .await
             .map_err(fatal)?;
+        weft_raft::observe::watch("quorum".into(), id, raft.metrics(), stand_down.clone());
         stand_down.watch(raft.metrics());
         Ok(RaftStore {
             raft,

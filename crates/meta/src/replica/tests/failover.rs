@@ -247,8 +247,9 @@ async fn a_leader_cut_off_stops_serving_before_another_leads() {
 /// lead while the link is still broken, or the shard stalls for as long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_hears_nothing_back_gives_up_the_lead() {
-    let r = Replicas::new(timing()).await;
+    let r = Replicas::named(timing(), "fs-deaf-leader").await;
     let l = r.leader().await;
+    assert_eq!(r.raft_series("weft_raft_stand_downs_total", l), Some(0));
     r.fx(l).file(ROOT_INO, "before");
     r.net.deafen(&super::addr(l), true);
     let started = std::time::Instant::now();
@@ -269,7 +270,73 @@ async fn a_leader_that_hears_nothing_back_gives_up_the_lead() {
         name: name.as_bytes().to_vec(),
     };
     assert_eq!(r.fx(l).err(lookup("after")), ErrorKind::NotServing);
+    // The metrics say so: the old leader stood down, the new one leads.
+    assert!(r.raft_series("weft_raft_stand_downs_total", l) >= Some(1));
+    assert_eq!(r.raft_series("weft_raft_stand_downs_total", l2), Some(0));
     r.net.deafen(&super::addr(l), false);
+    r.stop().await;
+}
+
+/// Each member's Raft series (`weft_raft_*{group, member}`): who leads,
+/// the term, the log and what is applied; a member whose group stopped
+/// has none left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_member_shows_its_raft_state_in_the_metrics() {
+    let mut r = Replicas::named(timing(), "fs-raft-series").await;
+    let l = r.leader().await;
+    r.fx(l).file(ROOT_INO, "a");
+    for i in 0..3 {
+        r.caught_up(i, l).await;
+    }
+    // The series follow the metrics a moment later.
+    let settled = |r: &Replicas| {
+        let leaders: Vec<_> = (0..3)
+            .map(|i| r.raft_series("weft_raft_leader", i))
+            .collect();
+        let applied: Vec<_> = (0..3)
+            .map(|i| r.raft_series("weft_raft_applied_index", i))
+            .collect();
+        let want: Vec<_> = (0..3).map(|i| Some(i64::from(i == l))).collect();
+        leaders == want && applied.iter().all(|a| *a == applied[l] && *a >= Some(2))
+    };
+    for _ in 0..100 {
+        if settled(&r) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        settled(&r),
+        "the Raft series of three members did not settle"
+    );
+    let term = r.raft_series("weft_raft_term", l);
+    assert!(term >= Some(1));
+    for i in 0..3 {
+        assert_eq!(r.raft_series("weft_raft_term", i), term);
+        assert!(r.raft_series("weft_raft_leader_changes_total", i) >= Some(1));
+        assert!(
+            r.raft_series("weft_raft_log_index", i) >= r.raft_series("weft_raft_applied_index", i)
+        );
+    }
+    // The leader goes: the others see a new one; its series go too.
+    r.kill(l).await;
+    let l2 = r.leader().await;
+    for _ in 0..100 {
+        if r.raft_series("weft_raft_term", l).is_none()
+            && r.raft_series("weft_raft_leader", l2) == Some(1)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        r.raft_series("weft_raft_term", l),
+        None,
+        "a stopped member's series stay"
+    );
+    assert_eq!(r.raft_series("weft_raft_leader", l2), Some(1));
+    assert!(r.raft_series("weft_raft_term", l2) > term);
+    assert!(r.raft_series("weft_raft_leader_changes_total", l2) >= Some(2));
     r.stop().await;
 }
 

@@ -124,6 +124,7 @@ async fn a_shard_with_one_copy_forms_a_group_alone_and_members_join_with_its_rec
     }
     let d = fx.mkdir(ROOT_INO, "d");
     let mut r = Replicas {
+        name: fx.spec.name.clone(),
         net: Arc::new(MemNet::default()),
         witness: false,
         ids_down: false,
