@@ -521,12 +521,18 @@ mod tests {
             gen: 1,
             block: b,
         };
-        for b in 0..16 {
-            pool.prefetch(block(b), async {
-                Some(Bytes::from(vec![0u8; MIB as usize]))
-            });
-            pool.lookup(&block(b)).unwrap().await;
-        }
+        let load = |blocks: std::ops::Range<u64>| {
+            let pool = pool.clone();
+            async move {
+                for b in blocks {
+                    pool.prefetch(block(b), async {
+                        Some(Bytes::from(vec![0u8; MIB as usize]))
+                    });
+                    pool.lookup(&block(b)).unwrap().await;
+                }
+            }
+        };
+        load(0..16).await;
         assert_eq!(pool.stats().cached_bytes, 16 * MIB);
         // Half the pool becomes dirty: the oldest half of the cache goes.
         let dirty = pool.reserve_dirty(6 * MIB).await.unwrap();
@@ -535,21 +541,11 @@ mod tests {
         assert!(pool.lookup(&block(7)).is_none());
         assert!(pool.lookup(&block(8)).is_some());
         // While it is dirty, blocks loaded now keep within what is left.
-        for b in 16..20 {
-            pool.prefetch(block(b), async {
-                Some(Bytes::from(vec![0u8; MIB as usize]))
-            });
-            pool.lookup(&block(b)).unwrap().await;
-        }
+        load(16..20).await;
         assert_eq!(pool.stats().cached_bytes, 8 * MIB);
         // Once written out, the cache may fill the pool again.
         drop((dirty, more));
-        for b in 20..28 {
-            pool.prefetch(block(b), async {
-                Some(Bytes::from(vec![0u8; MIB as usize]))
-            });
-            pool.lookup(&block(b)).unwrap().await;
-        }
+        load(20..28).await;
         assert_eq!(pool.stats().cached_bytes, 16 * MIB);
     }
 }

@@ -13,7 +13,8 @@ use tokio::sync::watch;
 
 use crate::stand_down::StandDown;
 
-/// How often the stand-down count is read when nothing else changes.
+/// How often the stand-down count is read when nothing else changes, and
+/// the series' handles taken again.
 const EVERY: Duration = Duration::from_secs(1);
 
 /// Follows member `member` of group `group` (`quorum`, or `FS/shardN`) on
@@ -31,10 +32,8 @@ pub fn watch<NID, N>(
         let mut leader: Option<NID> = None;
         let mut stood_down = 0u64;
         let mut every = tokio::time::interval(EVERY);
+        let mut series = weft_metrics::global().raft(&group, member);
         loop {
-            // Taken again each time: a member of the same group started
-            // here after this one may have had the series dropped.
-            let series = weft_metrics::global().raft(&group, member);
             {
                 let m = metrics.borrow_and_update();
                 series.leader.set(i64::from(m.state == ServerState::Leader));
@@ -59,7 +58,12 @@ pub fn watch<NID, N>(
                         break;
                     }
                 }
-                _ = every.tick() => {}
+                _ = every.tick() => {
+                    // Taken again now and then, not at each change: a
+                    // member of the same group that stopped here after this
+                    // one started may have dropped the series.
+                    series = weft_metrics::global().raft(&group, member);
+                }
             }
         }
         weft_metrics::global().forget_raft(&group, member);
