@@ -98,6 +98,7 @@ macro_rules! test_store {
 }
 
 mod acl;
+pub mod bridge;
 mod error;
 mod fail;
 pub mod fsck;

@@ -113,6 +113,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::BasicNode,
         SnapshotData = tokio::fs::File,
+        AsyncRuntime = weft_raft::runtime::SeededRuntime,
 );
 
 /// Timing of a shard's group. A leader that stops is replaced within about
@@ -162,7 +163,7 @@ pub struct ShardGroup {
     transport: Arc<dyn RaftTransport>,
     /// When a leader's entries or heartbeat last reached this member (kept
     /// by the witness, see `witness`).
-    heard: std::sync::Mutex<std::time::Instant>,
+    heard: std::sync::Mutex<tokio::time::Instant>,
 }
 
 fn failed(e: impl std::fmt::Display) -> MetaError {
@@ -172,9 +173,11 @@ fn failed(e: impl std::fmt::Display) -> MetaError {
 }
 
 impl ShardGroup {
-    /// Starts member `id` of the group of `server`'s shard, its log in the
-    /// shard's database. Must run inside a multi-threaded tokio runtime; the
-    /// shard's writes then commit through the group.
+    /// Starts member `id` of the group of `server`'s shard, its log beside
+    /// the shard's database. Runs inside a multi-threaded tokio runtime, or
+    /// a single-threaded one whose requests come through
+    /// [`crate::bridge::run`] (a simulation); the shard's writes then
+    /// commit through the group.
     pub async fn start(
         server: &MetaServer,
         id: u64,
@@ -218,7 +221,7 @@ impl ShardGroup {
             witness,
             pending: std::sync::Mutex::new(Pending::default()),
             transport,
-            heard: std::sync::Mutex::new(std::time::Instant::now()),
+            heard: std::sync::Mutex::new(tokio::time::Instant::now()),
         });
         server.set_replica(group.clone())?;
         weft_raft::observe::watch(
@@ -282,13 +285,35 @@ fn no_longer_leads(leader: Option<BasicNode>) -> OpError {
     }
 }
 
+/// [`block`] for a future that owns what it uses; in a simulation
+/// ([`crate::bridge`]) the simulation's thread awaits it.
+fn block_owned<F>(rt: &Handle, f: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match crate::bridge::park(f) {
+        Ok(out) => out,
+        Err(f) => block(rt, f),
+    }
+}
+
 /// Runs `f` to completion from synchronous code: in place on a
 /// multi-threaded runtime's thread, on `rt` from any other thread.
+///
+/// # Panics
+///
+/// On a simulation's operation thread ([`crate::bridge`]), which can wait
+/// only for futures that own what they use ([`block_owned`]).
 fn block<F>(rt: &Handle, f: F) -> F::Output
 where
     F: Future + Send,
     F::Output: Send,
 {
+    assert!(
+        !crate::bridge::in_turns(),
+        "a simulated shard operation waited for a future that borrows; use block_owned"
+    );
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(|| h.block_on(f))

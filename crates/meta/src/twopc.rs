@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
@@ -78,10 +78,7 @@ struct Decision {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::bridge::wall_micros() / 1000
 }
 
 fn older_than(born_ms: u64, age: Duration) -> bool {
@@ -379,11 +376,7 @@ impl MetaServer {
     /// A transaction id no other coordinator or earlier run uses: the shard
     /// in the top 16 bits, then the clock in microseconds, kept increasing.
     fn new_txid(&self) -> u64 {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0)
-            & ((1 << 48) - 1);
+        let now = crate::bridge::wall_micros() & ((1 << 48) - 1);
         let mut last = self.last_txid.load(std::sync::atomic::Ordering::Acquire);
         loop {
             let next = now.max(last + 1);

@@ -76,10 +76,8 @@ impl MetaServer {
             });
         }
         let group = self.replica();
-        let writer = group.as_ref().map(|_| match self.writer.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        });
+        // Its holder may wait for the group meanwhile (a barrier).
+        let writer = group.as_ref().map(|_| crate::bridge::lock(&self.writer));
         let term = match &group {
             Some(g) => g.settle()?,
             None => 0,

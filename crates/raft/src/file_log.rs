@@ -4,7 +4,9 @@
 //!
 //! Appends are written at once without an fsync; a flusher thread then
 //! makes every append that came meanwhile durable with one `fdatasync` and
-//! only then tells Raft they are flushed, in order. A vote, a truncation and
+//! only then tells Raft they are flushed, in order (opened
+//! [`FileLog::open_in_place`], for a simulation, an append syncs before it
+//! returns instead). A vote, a truncation and
 //! a purge are made durable before they return. The commit point Raft saves
 //! is kept in memory and written just before the flusher's next sync (Raft
 //! needs none durable: see [`crate::LogStore::save_committed`]).
@@ -89,7 +91,20 @@ impl<C: Group> FileLog<C> {
         Self::open_waiting(path, LOCK_WAIT)
     }
 
+    /// Opens the log at `path` as [`Self::open`] does, but without a
+    /// flusher thread: each append is made durable before it returns, and
+    /// an open finds the log held by another holder at once, waiting for
+    /// nothing. For a simulation running every member on one thread, whose
+    /// runs must not depend on when another thread finishes.
+    pub fn open_in_place(path: &Path) -> Result<Self, StorageError> {
+        Self::open_with(path, Duration::ZERO, false)
+    }
+
     fn open_waiting(path: &Path, wait: Duration) -> Result<Self, StorageError> {
+        Self::open_with(path, wait, true)
+    }
+
+    fn open_with(path: &Path, wait: Duration, flusher_thread: bool) -> Result<Self, StorageError> {
         let file = open_locked(path, wait)?;
         // A rewrite the last holder left half done.
         let _ = std::fs::remove_file(tmp_path(path));
@@ -101,11 +116,16 @@ impl<C: Group> FileLog<C> {
             state: Mutex::new(state),
         });
         let (tx, rx) = std::sync::mpsc::channel();
-        let for_flusher = Arc::downgrade(&shared);
-        std::thread::Builder::new()
-            .name("raft-log-flush".into())
-            .spawn(move || flusher::<C>(for_flusher, rx))
-            .map_err(|e| io_err(path, "cannot start the flusher of", e))?;
+        if flusher_thread {
+            let for_flusher = Arc::downgrade(&shared);
+            std::thread::Builder::new()
+                .name("raft-log-flush".into())
+                .spawn(move || flusher::<C>(for_flusher, rx))
+                .map_err(|e| io_err(path, "cannot start the flusher of", e))?;
+        } else {
+            // No flusher to send to: each append syncs in place.
+            drop(rx);
+        }
         Ok(FileLog {
             shared,
             flush: tx,

@@ -5,7 +5,8 @@
 //! the network over a transport the node
 //! provides ([`Network`], [`RaftTransport`]), a leader's standing down when
 //! it hears from no majority ([`stand_down`]), each member's Prometheus
-//! series ([`observe`]), the versioned message codec,
+//! series ([`observe`]), an async runtime whose random draws a simulation
+//! can seed ([`runtime`]), the versioned message codec,
 //! and the answer to a message from another member ([`serve`]). A group
 //! brings its own type configuration and state machine: the quorum's is the
 //! cluster configuration (`weft-quorum`), a metadata shard's the shard's
@@ -25,6 +26,7 @@ pub mod mem;
 mod network;
 pub mod observe;
 mod recent;
+pub mod runtime;
 pub mod stand_down;
 
 use openraft::{BasicNode, Raft, RaftTypeConfig};

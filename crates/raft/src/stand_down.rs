@@ -25,10 +25,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use openraft::{RaftMetrics, ServerState};
 use tokio::sync::watch;
+// Tokio's clock: the real one, or a simulation's virtual one.
+use tokio::time::Instant;
 use weft_proto::msg::RaftKind;
 
 use crate::{BoxFuture, RaftTransport, TransportError};

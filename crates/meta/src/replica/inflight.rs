@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
 
-use super::{block, no_longer_leads, Changes, ShardGroup, ShardRaft};
+use openraft::Raft;
+
+use super::{block_owned, no_longer_leads, Changes, ShardGroup, ShardRaft};
 use crate::fail::OpError;
 use crate::txn::Change;
 
@@ -67,29 +69,33 @@ pub(crate) struct Submitted {
     rx: <openraft::raft::responder::OneshotResponder<ShardRaft> as openraft::raft::responder::Responder<ShardRaft>>::Receiver,
 }
 
-impl ShardGroup {
-    async fn write(&self, changes: Changes) -> Result<(), OpError> {
-        let write = self.raft.client_write(changes);
-        match tokio::time::timeout(Duration::from_millis(self.timing.commit_timeout_ms), write)
-            .await
-        {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                Err(no_longer_leads(f.leader_node))
-            }
-            Ok(Err(e)) => Err(OpError::Replication {
-                reason: e.to_string(),
-            }),
-            Err(_) => Err(OpError::NoMajority {
-                waited_ms: self.timing.commit_timeout_ms,
-            }),
+/// Commits `changes` through `raft`'s group, waiting up to `timeout_ms`.
+async fn write(raft: Raft<ShardRaft>, timeout_ms: u64, changes: Changes) -> Result<(), OpError> {
+    let write = raft.client_write(changes);
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), write).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+            Err(no_longer_leads(f.leader_node))
         }
+        Ok(Err(e)) => Err(OpError::Replication {
+            reason: e.to_string(),
+        }),
+        Err(_) => Err(OpError::NoMajority {
+            waited_ms: timeout_ms,
+        }),
     }
+}
 
+impl ShardGroup {
     /// Commits `changes` through the group and waits until they are applied
     /// here (from a thread that may block).
     pub(crate) fn propose(&self, changes: Vec<Change>) -> Result<(), OpError> {
-        block(&self.rt, self.write(Changes(changes)))
+        let write = write(
+            self.raft.clone(),
+            self.timing.commit_timeout_ms,
+            Changes(changes),
+        );
+        block_owned(&self.rt, write)
     }
 
     pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
@@ -161,10 +167,9 @@ impl ShardGroup {
             p.term = term;
             p.push(changes.clone())
         };
-        let sent = block(
-            &self.rt,
-            self.raft.client_write_ff(Changes((*changes).clone())),
-        );
+        let raft = self.raft.clone();
+        let entry = Changes((*changes).clone());
+        let sent = block_owned(&self.rt, async move { raft.client_write_ff(entry).await });
         match sent {
             Ok(rx) => Ok(Submitted { seq, rx }),
             Err(e) => {
@@ -178,8 +183,9 @@ impl ShardGroup {
 
     /// Waits until a submitted entry is applied here.
     pub(crate) fn wait(&self, s: Submitted) -> Result<(), OpError> {
-        let waited = block(&self.rt, async {
-            tokio::time::timeout(Duration::from_millis(self.timing.commit_timeout_ms), s.rx).await
+        let timeout = Duration::from_millis(self.timing.commit_timeout_ms);
+        let waited = block_owned(&self.rt, async move {
+            tokio::time::timeout(timeout, s.rx).await
         });
         let res = match waited {
             Ok(Ok(Ok(_))) => Ok(()),

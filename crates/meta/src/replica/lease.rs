@@ -19,7 +19,9 @@
 //! the lease runs out.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use openraft::Raft;
 

@@ -72,9 +72,32 @@ pub(super) fn adopt_older_log(server: &MetaServer, db: &redb::Database) -> Resul
 pub(super) async fn open(server: &MetaServer) -> Result<weft_raft::FileLog<ShardRaft>, MetaError> {
     adopt_older_log(server, &server.db)?;
     let path = replica_log_path(server.path());
+    if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread
+    {
+        return open_in_place(&path).await;
+    }
     tokio::task::spawn_blocking(move || {
         weft_raft::FileLog::<ShardRaft>::open(&path).map_err(failed)
     })
     .await
     .map_err(failed)?
+}
+
+/// On a single-threaded runtime (a simulation, see [`crate::bridge`]): the
+/// log syncs each append in place, with no flusher thread, and an open
+/// that finds the log still held by a replica stopped a moment ago waits
+/// on tokio's clock, not by blocking the one thread its holder needs.
+async fn open_in_place(path: &std::path::Path) -> Result<weft_raft::FileLog<ShardRaft>, MetaError> {
+    let mut tries = 0;
+    loop {
+        match weft_raft::FileLog::<ShardRaft>::open_in_place(path) {
+            Ok(log) => return Ok(log),
+            Err(e) if tries >= 500 => return Err(failed(e)),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
 }

@@ -52,10 +52,8 @@ impl ShardGroup {
             });
         }
         if self.ready_term.load(Ordering::Acquire) != m.current_term {
-            let _g = match self.take_over.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            // Its holder may wait for the group meanwhile.
+            let _g = crate::bridge::lock(&self.take_over);
             if self.ready_term.load(Ordering::Acquire) != m.current_term {
                 if crate::server::local_only() {
                     // Taking over waits for the group: not on this thread.

@@ -21,7 +21,9 @@
 //!   leads ([`hand_on_when_caught_up`]).
 
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use openraft::raft::VoteRequest;
 use openraft::ServerState;

@@ -229,10 +229,8 @@ impl MetaServer {
 
     /// Runs `f` holding `handoff`.
     fn handing_off<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _held = match self.handoff.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        // Its holder may wait for the shard's group meanwhile.
+        let _held = crate::bridge::lock(&self.handoff);
         f()
     }
 

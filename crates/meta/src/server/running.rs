@@ -3,7 +3,10 @@
 //! shard's records, retried while records it needs are held (up to
 //! [`super::LOCK_WAIT`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: the real one, or a simulation's virtual one.
+use tokio::time::Instant;
 
 use redb::ReadableDatabase;
 
@@ -71,7 +74,7 @@ impl MetaServer {
                     // another won an election) can no longer see the held
                     // records settle: the caller goes to the one that leads.
                     self.ready()?;
-                    std::thread::sleep(pause);
+                    crate::bridge::pause(pause);
                     pause = (pause * 2).min(Duration::from_millis(50));
                 }
                 other => return other,

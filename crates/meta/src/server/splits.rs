@@ -2,7 +2,10 @@
 //! which are due, waiting for a split under way, and revoking the entries
 //! a split moves.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: the real one, or a simulation's virtual one.
+use tokio::time::Instant;
 
 use weft_proto::msg::MetaRequest;
 use weft_proto::types::{Ino, Timespec};
@@ -92,7 +95,7 @@ impl MetaServer {
                 note_escape(&e);
                 return e;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            crate::bridge::pause(Duration::from_millis(2));
         }
         Ok(())
     }

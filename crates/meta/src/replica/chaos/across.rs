@@ -16,7 +16,7 @@ use weft_proto::types::{ino_shard, Ino, NewNode, RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 
 use super::{
-    check_bytes, create, listing, seeds, send, txn_records, under_faults, write_bytes, Fs,
+    check_bytes, create, listing, seeds, send, simulate, txn_records, under_faults, write_bytes, Fs,
 };
 
 /// A file a writer made: its name, inode, directory (0 or 1) and bytes.
@@ -89,7 +89,7 @@ fn writer(fs: &Fs, dirs: [Ino; 2], w: usize, stop: &AtomicBool) -> Done {
     done
 }
 
-async fn run(seed: u64, witness: bool) {
+async fn run(seed: u64, witness: bool) -> String {
     let fs = Arc::new(Fs::new(2, witness, seed).await);
     // Two directories, one on each shard (new directories go to shards by
     // hash).
@@ -103,7 +103,9 @@ async fn run(seed: u64, witness: bool) {
             uid: 0,
             gid: 0,
         };
-        match send(&fs, ROOT_INO, &req, &[]).answer {
+        let on = fs.clone();
+        let sent = crate::bridge::run(move || send(&on, ROOT_INO, &req, &[])).await;
+        match sent.answer {
             Ok((Response::Attr(a), _)) => {
                 let slot = &mut dirs[usize::from(ino_shard(a.ino))];
                 slot.get_or_insert(a.ino);
@@ -137,7 +139,7 @@ async fn run(seed: u64, witness: bool) {
     let report = crate::fsck::check(&shards);
     for (d, dir) in dirs.iter().enumerate() {
         let leader = fs.groups[usize::from(ino_shard(*dir))].wait_leader().await;
-        let got = tokio::task::block_in_place(|| listing(&leader, *dir));
+        let got = listing(&leader, *dir).await;
         let want: BTreeMap<String, Ino> = done
             .iter()
             .flat_map(|x| &x.files)
@@ -168,18 +170,19 @@ async fn run(seed: u64, witness: bool) {
     if let Ok(fs) = Arc::try_unwrap(fs) {
         fs.stop().await;
     }
+    what
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renames_across_replicated_shards_stay_atomic_through_kills_and_cuts() {
+#[test]
+fn renames_across_replicated_shards_stay_atomic_through_kills_and_cuts() {
     for seed in seeds() {
-        run(seed, false).await;
+        simulate(seed, |s| run(s, false));
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renames_across_shards_with_witnesses_stay_atomic_through_kills_and_cuts() {
+#[test]
+fn renames_across_shards_with_witnesses_stay_atomic_through_kills_and_cuts() {
     for seed in seeds() {
-        run(seed, true).await;
+        simulate(seed, |s| run(s, true));
     }
 }

@@ -28,9 +28,13 @@
 //! and nothing else is; no inode number is given twice; every replica holds
 //! its leader's records.
 //!
-//! The fault schedule comes from the seed (`WEFT_SHARD_CHAOS_SEED=N` replays
-//! one, `WEFT_SHARD_CHAOS_SEEDS=N` runs seeds 0..N; two by default); the
-//! interleaving with the writers is real time, so a replay is not exact.
+//! Deterministic: every member, writer and settler runs on one runtime
+//! thread with virtual time, the writers' and settlers' synchronous
+//! requests taking turns with it ([`crate::bridge`]); the network's delays
+//! and losses, the faults, Raft's election timeouts and the records' wall
+//! clock all come from the seed, so a seed replays the same run
+//! (`WEFT_SHARD_CHAOS_SEED=N` replays one, `WEFT_SHARD_CHAOS_SEEDS=N` runs
+//! seeds 0..N; eight by default; `one_shard` checks a replay).
 
 mod across;
 mod one_shard;
@@ -38,7 +42,9 @@ mod one_shard;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use weft_proto::msg::{MetaRequest, Response};
@@ -49,6 +55,7 @@ use weft_raft::mem::{Faults, MemNet};
 
 use super::tests::{serving, timing};
 use super::ShardGroup;
+use crate::bridge;
 use crate::testutil::{spec, Rng};
 use crate::{MetaServer, MetaSpec, ShardPeers};
 
@@ -99,8 +106,8 @@ impl Loss {
     }
 }
 
-/// How long the faults go on in one run.
-const RUN: Duration = Duration::from_secs(6);
+/// How long the faults go on in one run (virtual time).
+const RUN: Duration = Duration::from_secs(12);
 /// A request that finds no member serving for this long fails the run.
 const PAUSE_LIMIT: Duration = Duration::from_secs(30);
 
@@ -201,19 +208,23 @@ impl Group {
         }
     }
 
-    /// The member that serves now, if any.
-    fn leader(&self) -> Option<usize> {
-        (0..3).find(|&i| {
-            self.member(i)
-                .is_some_and(|m| m.group.ready(&m.srv).is_ok())
-        })
+    /// The member that serves now, if any (asked as a request would be:
+    /// a member that just came to lead takes over first).
+    async fn leader(&self) -> Option<usize> {
+        for i in 0..3 {
+            let Some(m) = self.member(i) else { continue };
+            if bridge::run(move || m.group.ready(&m.srv).is_ok()).await {
+                return Some(i);
+            }
+        }
+        None
     }
 
     /// Waits for a member to serve.
     async fn wait_leader(&self) -> Arc<Member> {
         let start = Instant::now();
         loop {
-            if let Some(m) = self.leader().and_then(|l| self.member(l)) {
+            if let Some(m) = self.leader().await.and_then(|l| self.member(l)) {
                 return m;
             }
             assert!(
@@ -288,7 +299,7 @@ impl ShardPeers for Peers {
             if !answer_lost {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            bridge::pause(Duration::from_millis(5));
         }
         // As the node's peers answer when `call_shard` gave up.
         Err(RemoteError::new(
@@ -305,7 +316,7 @@ struct Fs {
     peers: Arc<Peers>,
     seed: u64,
     stop: Arc<AtomicBool>,
-    settler: Option<std::thread::JoinHandle<()>>,
+    settler: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Fs {
@@ -351,11 +362,11 @@ impl Fs {
         let stop = Arc::new(AtomicBool::new(false));
         let settler = {
             let (groups, stop) = (groups.clone(), stop.clone());
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     for m in groups.iter().flat_map(|g| g.live()) {
-                        m.srv.resolve_stale();
+                        bridge::run(move || m.srv.resolve_stale()).await;
                     }
                 }
             })
@@ -402,7 +413,7 @@ impl Fs {
             let none_out = down.is_none() && cut.is_none() && deaf.is_none();
             match rng.below(5) {
                 0 if none_out => {
-                    if let Some(l) = g.leader() {
+                    if let Some(l) = g.leader().await {
                         g.kill(l).await;
                         down = Some((s, l));
                         done.push(format!("kill {s}/{l}"));
@@ -437,7 +448,7 @@ impl Fs {
                 // The leader's link breaks in one direction: what it
                 // sends arrives, nothing comes back.
                 4 if none_out => {
-                    if let Some(l) = g.leader() {
+                    if let Some(l) = g.leader().await {
                         g.net.deafen(&addr(g.shard, l), true);
                         deaf = Some((s, l));
                         done.push(format!("deafen {s}/{l}"));
@@ -487,7 +498,7 @@ impl Fs {
     async fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.settler.take() {
-            tokio::task::block_in_place(|| t.join().unwrap());
+            t.await.unwrap();
         }
         for g in &self.groups {
             for i in 0..3 {
@@ -551,7 +562,7 @@ fn send(fs: &Fs, route: Ino, req: &MetaRequest, data: &[u8]) -> Sent {
             start.elapsed() < PAUSE_LIMIT,
             "no member served {req:?} for {PAUSE_LIMIT:?}"
         );
-        std::thread::sleep(Duration::from_millis(10));
+        bridge::pause(Duration::from_millis(10));
     }
 }
 
@@ -570,13 +581,15 @@ async fn under_faults<D: Send + 'static>(
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (fs, stop) = (fs.clone(), stop.clone());
-            std::thread::spawn(move || writer(&fs, w, &stop))
+            tokio::spawn(bridge::run(move || writer(&fs, w, &stop)))
         })
         .collect();
     let mut faults = fs.faults(seed).await;
     stop.store(true, Ordering::Relaxed);
-    let done =
-        tokio::task::block_in_place(|| writers.into_iter().map(|w| w.join().unwrap()).collect());
+    let mut done = Vec::new();
+    for w in writers {
+        done.push(w.await.unwrap());
+    }
     fs.lossy(false);
     faults.push(format!("{} messages lost", fs.lost()));
     (done, faults)
@@ -622,17 +635,24 @@ fn write_bytes(fs: &Fs, ino: Ino, bytes: &[u8]) -> Result<(), String> {
 /// Inode `ino` reads `bytes` on its shard's leader.
 async fn check_bytes(fs: &Fs, ino: Ino, bytes: &[u8], what: &str) {
     let leader = fs.groups[usize::from(ino_shard(ino))].wait_leader().await;
-    let (resp, data) = tokio::task::block_in_place(|| {
+    let (resp, data) = bridge::run(move || {
         leader
             .srv
             .handle(MetaRequest::ReadInline { ino }, Bytes::new())
-    });
+    })
+    .await;
     assert_eq!(resp, Response::Unit, "{what}: read of inode {ino}");
     assert_eq!(&data[..], bytes, "{what}: inode {ino} reads other bytes");
 }
 
+/// Every name of directory `dir` with its inode, read on member `m`.
+async fn listing(m: &Arc<Member>, dir: Ino) -> std::collections::BTreeMap<String, Ino> {
+    let m = m.clone();
+    bridge::run(move || list(&m, dir)).await
+}
+
 /// Every name of directory `dir` with its inode, page by page.
-fn listing(m: &Member, dir: Ino) -> std::collections::BTreeMap<String, Ino> {
+fn list(m: &Member, dir: Ino) -> std::collections::BTreeMap<String, Ino> {
     let mut out = std::collections::BTreeMap::new();
     let mut after: Option<Vec<u8>> = None;
     loop {
@@ -702,6 +722,30 @@ fn seeds() -> Vec<u64> {
     let n = std::env::var("WEFT_SHARD_CHAOS_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(8);
     (0..n).collect()
+}
+
+/// Microseconds since the epoch the simulated wall clock starts at
+/// (2026-01-01): transaction ids and the ages of intents come from it.
+const WALL_START_US: u64 = 1_767_225_600_000_000;
+
+/// Runs `run(seed)` on a runtime of its own: one thread, tokio's clock
+/// paused (virtual time, advanced when every task waits), Raft's random
+/// draws and the records' wall clock from the seed; the writers and
+/// settlers take turns with it ([`crate::bridge`]). What `run` answered.
+fn simulate<F: std::future::Future<Output = String>>(
+    seed: u64,
+    run: impl FnOnce(u64) -> F,
+) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        weft_raft::runtime::seed_thread_rng(seed);
+        bridge::simulate_wall_clock(WALL_START_US);
+        run(seed).await
+    })
 }

@@ -12,7 +12,7 @@ use weft_proto::msg::{MetaRequest, Response};
 use weft_proto::types::{Ino, RenameMode, ROOT_INO};
 use weft_proto::ErrorKind;
 
-use super::{check_bytes, create, listing, seeds, send, under_faults, write_bytes, Fs};
+use super::{check_bytes, create, listing, seeds, send, simulate, under_faults, write_bytes, Fs};
 
 /// What one writer's returned operations say must hold.
 #[derive(Default)]
@@ -72,7 +72,7 @@ fn writer(fs: &Fs, w: usize, stop: &AtomicBool) -> Done {
     done
 }
 
-async fn run(seed: u64, witness: bool) {
+async fn run(seed: u64, witness: bool) -> String {
     let fs = Arc::new(Fs::new(1, witness, seed).await);
     let (done, faults): (Vec<Done>, _) = under_faults(&fs, seed, writer).await;
     let what = format!("seed {seed}, witness {witness}, faults {faults:?}");
@@ -84,7 +84,7 @@ async fn run(seed: u64, witness: bool) {
         .iter()
         .flat_map(|d| d.files.iter().map(|(n, i)| (n.clone(), *i)))
         .collect();
-    let got = tokio::task::block_in_place(|| listing(&leader, ROOT_INO));
+    let got = listing(&leader, ROOT_INO).await;
     let missing: Vec<&String> = want.keys().filter(|n| !got.contains_key(*n)).collect();
     let extra: Vec<&String> = got.keys().filter(|n| !want.contains_key(*n)).collect();
     assert!(
@@ -113,18 +113,32 @@ async fn run(seed: u64, witness: bool) {
     if let Ok(fs) = Arc::try_unwrap(fs) {
         fs.stop().await;
     }
+    format!("{what}: {want:?}")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_replicas_keep_every_returned_change_through_kills_and_cuts() {
+#[test]
+fn three_replicas_keep_every_returned_change_through_kills_and_cuts() {
     for seed in seeds() {
-        run(seed, false).await;
+        simulate(seed, |s| run(s, false));
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_and_a_witness_keep_every_returned_change_through_kills_and_cuts() {
+/// A seed replays the same run: the same faults at the same moments, the
+/// same messages lost, and the same files with the same inode numbers.
+#[test]
+fn a_seed_replays_the_same_run() {
+    let seed = seeds().first().copied().unwrap_or(0);
+    let first = simulate(seed, |s| run(s, true));
+    let again = simulate(seed, |s| run(s, true));
+    assert!(
+        first == again,
+        "seed {seed} ran differently:\n{first}\n{again}"
+    );
+}
+
+#[test]
+fn two_replicas_and_a_witness_keep_every_returned_change_through_kills_and_cuts() {
     for seed in seeds() {
-        run(seed, true).await;
+        simulate(seed, |s| run(s, true));
     }
 }
