@@ -58,6 +58,12 @@ pub fn simulate_wall_clock(start_us: u64) {
     WALL.with(|w| w.set(Some((start_us, tokio::time::Instant::now()))));
 }
 
+/// Seeds the random draws of the shards' Raft groups running on this
+/// thread (their election timeouts, see `weft_raft::runtime`).
+pub fn seed_raft_draws(seed: u64) {
+    weft_raft::runtime::seed_thread_rng(seed);
+}
+
 /// Microseconds since the epoch: the system's clock, or the simulated one
 /// ([`simulate_wall_clock`]).
 pub(crate) fn wall_micros() -> u64 {

@@ -1,10 +1,14 @@
 //! Deterministic simulation of data replicas: the real client data path,
-//! NSD servers, metadata shard, disk-state planner and resync, wired
+//! NSD servers, the metadata shard as a Raft group of three members (three
+//! replicas, or two and a witness), disk-state planner and resync, wired
 //! together by a simulated network that delays, drops (before or after
 //! delivery), cuts links and crashes nodes, all decided by one seeded random
-//! generator on a single-threaded runtime with virtual time. The same seed
-//! replays the same run (`WEFT_SIM_SEED=N`); `WEFT_SIM_SEEDS=N` runs seeds
-//! 0..N (CI runs 500; `scripts/sim-seeds` runs 10,000).
+//! generator on a single-threaded runtime with virtual time. The shard's
+//! synchronous operations take turns with that runtime's thread
+//! (`weft_meta::bridge`) and its Raft draws from the seed, so the same seed
+//! replays the same run (`WEFT_SIM_SEED=N`; `a_seed_replays_the_same_run`
+//! checks it); `WEFT_SIM_SEEDS=N` runs seeds 0..N (CI runs 300;
+//! `scripts/sim-seeds` runs 10,000).
 //!
 //! Why our own simulated network rather than turmoil: the code under test
 //! already reaches every role through the `weft_net::Transport` seam, and
@@ -25,7 +29,10 @@
 //! - **replicas converge after healing**: every member of a block's chain
 //!   holds the same bytes (versions may differ: a write resent after its
 //!   answer was lost bumps one replica twice);
-//! - **chain-table versions only grow**: checked at every commit.
+//! - **chain-table versions only grow**: checked at every commit;
+//! - **the faults reach the metadata shard**: with 50 seeds or more, its
+//!   members crashed in at least a quarter of them (the clients' metadata
+//!   requests, sizes and truncations included, then go to another leader).
 //!
 //! Each server node's follow loop also removes the chunks of chains that let
 //! go of its `up` disks, as the daemon does, so a reader that has not yet
@@ -47,7 +54,7 @@
 //!
 //! Pieces: `world.rs` holds the simulated network's state and the manager's
 //! commits, `endpoint.rs` a caller's view of it, `setup.rs` builds a seed's
-//! cluster, `fault.rs` injects faults, `control.rs` runs the manager and the
+//! cluster, `shard.rs` runs the metadata shard's members, `fault.rs` injects faults, `control.rs` runs the manager and the
 //! follow loops, `workload.rs` the clients, `copies.rs` checks the replicas
 //! and `serving.rs` tests a disk not served yet; this file runs the seeds.
 
@@ -56,6 +63,7 @@ mod copies;
 mod endpoint;
 mod fault;
 mod setup;
+mod shard;
 mod workload;
 mod world;
 
@@ -72,11 +80,13 @@ use control::control;
 use copies::{converged, copies};
 use fault::{admin, balance, faults};
 use setup::{build, start_forwarders};
+use shard::{start_member, start_shard};
 use workload::{client_of, create_open, workload, Model};
 use world::World;
 
 const QUORUM: &str = "q:1";
-const META: &str = "m:1";
+/// The meta nodes, each with a member of the shard's Raft group.
+const METAS: [&str; 3] = ["m1:1", "m2:1", "m3:1"];
 const SERVERS: [&str; 4] = ["s1:1", "s2:1", "s3:1", "s4:1"];
 const BLOCK: u32 = 64 << 10;
 /// Blocks per file: every file spans every chain.
@@ -95,9 +105,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
-/// Runs one seed; what went wrong, if anything.
-/// Runs one seed; answers the moves that finished and the balances planned.
-fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(u64, u64), String> {
+/// What a seed went through.
+struct Ran {
+    /// Moves of copies that finished.
+    moved: u64,
+    /// Balances planned.
+    balanced: u64,
+    /// Crashes of the metadata shard's members.
+    meta_crashes: u64,
+    /// A digest of the trace: the faults and the chunk writes, with their
+    /// virtual times and answers.
+    trace: u64,
+}
+
+/// Runs one seed; what it went through, or what went wrong.
+fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<Ran, String> {
     // Memory-backed where the machine has it: fsyncs cost nothing there.
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
@@ -113,6 +135,8 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(u64, u64), String
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
+        world.started.get_or_init(tokio::time::Instant::now);
+        start_shard(&world, seed).await;
         start_forwarders(&world);
         // Half the seeds balance the chains before the files are written,
         // while every disk is up: the faults then hit the moves (a balance
@@ -170,6 +194,11 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(u64, u64), String
         }
         lock(&world.cuts).clear();
         lock(&world.down).clear();
+        for (i, _) in METAS.iter().enumerate() {
+            if lock(&world.meta_groups)[i].is_none() {
+                start_member(&world, i).await;
+            }
+        }
         for i in 0..SERVERS.len() {
             admin(&world, i, DiskAction::Start);
         }
@@ -235,10 +264,18 @@ fn run_seed(seed: u64, replicas: usize, ops: usize) -> Result<(u64, u64), String
         }
         match lock(&world.broken).first() {
             Some(b) => Err(b.clone()),
-            None => Ok((
-                world.moved.load(std::sync::atomic::Ordering::Relaxed),
-                world.balanced.load(std::sync::atomic::Ordering::Relaxed),
-            )),
+            None => Ok(Ran {
+                moved: world.moved.load(std::sync::atomic::Ordering::Relaxed),
+                balanced: world.balanced.load(std::sync::atomic::Ordering::Relaxed),
+                meta_crashes: world.meta_crashes.load(std::sync::atomic::Ordering::Relaxed),
+                trace: {
+                    use std::hash::{Hash, Hasher};
+                    // Fixed keys: the same lines give the same digest.
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    lock(&world.trace).hash(&mut h);
+                    h.finish()
+                },
+            }),
         }
     })
 }
@@ -253,20 +290,23 @@ fn seeds() -> Vec<u64> {
     let n = std::env::var("WEFT_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(500);
+        .unwrap_or(300);
     (0..n).collect()
 }
 
 fn run_all(replicas: usize, ops: usize) {
     let mut failed = Vec::new();
     let (mut moved, mut seeds_moved, mut runs, mut seeds_balanced) = (0, 0, 0, 0);
+    let (mut meta_crashes, mut seeds_meta_crashed) = (0, 0);
     for seed in seeds() {
         runs += 1;
         match run_seed(seed, replicas, ops) {
-            Ok((m, b)) => {
-                moved += m;
-                seeds_moved += u64::from(m > 0);
-                seeds_balanced += u64::from(b > 0);
+            Ok(ran) => {
+                moved += ran.moved;
+                seeds_moved += u64::from(ran.moved > 0);
+                seeds_balanced += u64::from(ran.balanced > 0);
+                meta_crashes += ran.meta_crashes;
+                seeds_meta_crashed += u64::from(ran.meta_crashes > 0);
             }
             Err(e) => {
                 eprintln!("seed {seed} (-r {replicas}): {e}");
@@ -275,7 +315,8 @@ fn run_all(replicas: usize, ops: usize) {
         }
     }
     eprintln!(
-        "-r {replicas}: {runs} seeds, {moved} moves finished in {seeds_moved} of them; chains balanced in {seeds_balanced}"
+        "-r {replicas}: {runs} seeds, {moved} moves finished in {seeds_moved} of them; chains balanced in {seeds_balanced}; \
+         {meta_crashes} crashes of metadata shard members in {seeds_meta_crashed}"
     );
     assert!(
         failed.is_empty(),
@@ -286,9 +327,28 @@ fn run_all(replicas: usize, ops: usize) {
         "-r {replicas}: moves finished in only {seeds_moved} of {runs} seeds: the faults no longer move copies"
     );
     assert!(
+        runs < 50 || seeds_meta_crashed * 4 >= runs,
+        "-r {replicas}: metadata shard members crashed in only {seeds_meta_crashed} of {runs} seeds: the faults no longer reach the shard"
+    );
+    assert!(
         runs < 50 || seeds_balanced * 10 >= runs,
         "-r {replicas}: chains balanced in only {seeds_balanced} of {runs} seeds: the faults no longer balance"
     );
+}
+
+/// A seed replays the same run: the same faults and chunk writes at the
+/// same virtual times with the same answers, the metadata shard's Raft
+/// group, its elections and its members' crashes included.
+#[test]
+fn a_seed_replays_the_same_run() {
+    for seed in [1, 2] {
+        let run = || match run_seed(seed, 2, 40) {
+            Ok(r) => (r.trace, r.meta_crashes, r.moved),
+            Err(e) => panic!("seed {seed}: {e}"),
+        };
+        let first = run();
+        assert_eq!(run(), first, "seed {seed} ran differently the second time");
+    }
 }
 
 #[test]

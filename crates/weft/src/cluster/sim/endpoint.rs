@@ -10,7 +10,7 @@ use weft_net::{BoxFuture, NetError, Pool, Secret, Transport};
 use weft_proto::{Request, Response};
 
 use super::world::World;
-use super::{META, QUORUM};
+use super::QUORUM;
 
 /// One caller's view of the simulated network. It holds the world weakly:
 /// the world's nodes hold endpoints (their chain forwarders' pools), and a
@@ -37,9 +37,9 @@ impl Transport for Endpoint {
             let Some(world) = self.world.upgrade() else {
                 return Err(gone());
             };
-            // Faults hit the data path; the metadata shard and the manager
-            // are made highly available by other issues (Raft).
-            let (delay, lose_before, lose_after) = if addr == META || addr == QUORUM {
+            // Faults hit the data path and the metadata shard's members; the
+            // manager is not simulated as a group.
+            let (delay, lose_before, lose_after) = if addr == QUORUM {
                 (0, false, false)
             } else {
                 world.roll()

@@ -1,7 +1,8 @@
 //! The faults a seed injects while the clients write: crashes and restarts
 //! of server nodes, cut links, `weft disk stop|start`, copies moved off a
 //! suspended disk, resumes and balances, never more than R - 1 members
-//! out at once.
+//! out at once; and crashes and restarts of the metadata shard's members
+//! (one out at a time) and cuts between a meta node and any other.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,9 @@ use weft_proto::config::DiskStatus;
 use weft_proto::msg::DiskAction;
 use weft_quorum::{disks, restripe};
 
+use super::shard::{crash_member, start_member};
 use super::world::World;
-use super::{lock, CLIENTS, SERVERS};
+use super::{lock, CLIENTS, METAS, SERVERS};
 
 /// A fault the scheduler injects.
 #[derive(Debug)]
@@ -34,6 +36,12 @@ enum Fault {
     /// when every disk is up and ready and nothing moves).
     Balance,
     Heal,
+    /// Crashes a member of the metadata shard's group (one out at a time).
+    CrashMeta(usize),
+    /// Starts a crashed member again from its database.
+    RestartMeta(usize),
+    /// Cuts a meta node from another meta node, a server or a client.
+    CutMeta(usize, String),
 }
 
 pub(super) async fn faults(
@@ -44,7 +52,25 @@ pub(super) async fn faults(
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let wait = lock(&world.rng).gen_range(50..400);
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        let pick = lock(&world.rng).gen_range(0..13);
+        let pick = lock(&world.rng).gen_range(0..16);
+        // Half the time the member that leads the shard (when one does).
+        let (leader, any) = {
+            let mut r = lock(&world.rng);
+            (r.gen_bool(0.5), r.gen_range(0..METAS.len()))
+        };
+        let meta = leader
+            .then(|| leading_member(&world))
+            .flatten()
+            .unwrap_or(any);
+        let peer = {
+            let mut r = lock(&world.rng);
+            match r.gen_range(0..3) {
+                0 => METAS[r.gen_range(0..METAS.len())].to_string(),
+                1 => SERVERS[r.gen_range(0..SERVERS.len())].to_string(),
+                _ => CLIENTS[r.gen_range(0..CLIENTS.len())].to_string(),
+            }
+        };
+        let meta_down = lock(&world.meta_groups).iter().position(Option::is_none);
         let node = lock(&world.rng).gen_range(0..SERVERS.len());
         let other = lock(&world.rng).gen_range(0..SERVERS.len());
         let who = lock(&world.rng).gen_range(0..CLIENTS.len());
@@ -56,7 +82,11 @@ pub(super) async fn faults(
             .count();
         // Never more than R - 1 members out at once (servers down, disks
         // stopped): the data stays reachable (the failure model).
-        let out_now = lock(&world.down).len() + stopped_now;
+        let servers_down = lock(&world.down)
+            .iter()
+            .filter(|a| SERVERS.contains(&a.as_str()))
+            .count();
+        let out_now = servers_down + stopped_now;
         let fault = match pick {
             0..=2 if out_now < replicas - 1 => Fault::Crash(node),
             0..=4 => Fault::Restart(node),
@@ -67,6 +97,9 @@ pub(super) async fn faults(
             9 if out_now < replicas - 1 => Fault::Stop(node),
             9 | 10 => Fault::Start(node),
             11 => Fault::Balance,
+            13 if meta_down.is_none() => Fault::CrashMeta(meta),
+            13 | 14 if meta_down.is_some() => Fault::RestartMeta(meta_down.unwrap_or(0)),
+            15 if peer != METAS[meta] => Fault::CutMeta(meta, peer),
             _ => Fault::Heal,
         };
         match &fault {
@@ -117,8 +150,18 @@ pub(super) async fn faults(
             }
             Fault::Balance => balance(&world),
             Fault::Heal => lock(&world.cuts).clear(),
+            Fault::CrashMeta(i) => crash_member(&world, *i).await,
+            Fault::RestartMeta(i) => {
+                start_member(&world, *i).await;
+                lock(&world.down).remove(METAS[*i]);
+            }
+            Fault::CutMeta(i, peer) => {
+                let mut cuts = lock(&world.cuts);
+                cuts.insert((METAS[*i].into(), peer.clone()));
+                cuts.insert((peer.clone(), METAS[*i].into()));
+            }
         }
-        lock(&world.trace).push(format!("{:?}: {fault:?}", tokio::time::Instant::now()));
+        world.note(format!("{fault:?}"));
     }
 }
 
@@ -143,4 +186,11 @@ pub(super) fn admin(world: &World, i: usize, action: DiskAction) {
     if let Ok(changes) = disks::plan_admin(&world.config(), "fs1", &names, action) {
         world.commit(&changes);
     }
+}
+
+/// The member of the shard that leads it now, if any.
+fn leading_member(world: &World) -> Option<usize> {
+    lock(&world.meta_groups)
+        .iter()
+        .position(|g| g.as_ref().is_some_and(|g| g.info().role == "leader"))
 }

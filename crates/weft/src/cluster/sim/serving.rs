@@ -68,7 +68,11 @@ fn a_disk_not_served_yet_is_waited_for_not_taken_down() {
         Ok(rt) => rt,
         Err(e) => panic!("runtime: {e}"),
     };
-    if let Err(e) = rt.block_on(write_while_not_serving(&world, 3)) {
+    let run = async {
+        super::shard::start_shard(&world, 7).await;
+        write_while_not_serving(&world, 3).await
+    };
+    if let Err(e) = rt.block_on(run) {
         panic!("{e}");
     }
 }

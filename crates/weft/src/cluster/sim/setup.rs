@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use weft_meta::{MetaServer, MetaSpec};
+use weft_meta::MetaSpec;
 use weft_nsd::{NsdServer, NsdSpec};
 use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
@@ -18,35 +18,37 @@ use weft_proto::types::Timespec;
 
 use super::endpoint::pool;
 use super::world::{Faults, World};
-use super::{BLOCK, CHAINS_PER_SIM_DISK, META, QUORUM, SERVERS};
+use super::{BLOCK, CHAINS_PER_SIM_DISK, METAS, QUORUM, SERVERS};
 use crate::cluster::resync::chain_states;
 use crate::node::{Node, QuorumRole};
 
-fn config(replicas: usize) -> ClusterConfig {
+/// The cluster of a seed: its data `replicas`, and the shard's `witness`
+/// (an index in `METAS`), if it has one.
+fn config(replicas: usize, witness: Option<usize>) -> ClusterConfig {
     let node = |id: u32, addr: &str, roles: Roles| NodeInfo {
         id,
         name: addr.split(':').next().unwrap_or_default().to_string(),
         addr: addr.to_string(),
         roles,
     };
-    let mut nodes = vec![
-        node(
-            1,
-            QUORUM,
-            Roles {
-                quorum: true,
-                ..Roles::default()
-            },
-        ),
-        node(
-            2,
-            META,
+    let mut nodes = vec![node(
+        1,
+        QUORUM,
+        Roles {
+            quorum: true,
+            ..Roles::default()
+        },
+    )];
+    for (i, addr) in METAS.iter().enumerate() {
+        nodes.push(node(
+            super::shard::member_id(i) as u32,
+            addr,
             Roles {
                 meta: true,
                 ..Roles::default()
             },
-        ),
-    ];
+        ));
+    }
     let mut nsds = Vec::new();
     for (i, addr) in SERVERS.iter().enumerate() {
         let id = i as u32 + 3;
@@ -91,8 +93,8 @@ fn config(replicas: usize) -> ClusterConfig {
             block_size: BLOCK,
             subblock_size: 8192,
             inode_size: 4096,
-            default_meta_replicas: 1,
-            max_meta_replicas: 1,
+            default_meta_replicas: if witness.is_some() { 2 } else { 3 },
+            max_meta_replicas: 3,
             default_data_replicas: replicas as u8,
             max_data_replicas: 3,
             allocation: "cluster".into(),
@@ -100,7 +102,7 @@ fn config(replicas: usize) -> ClusterConfig {
             format_version: FORMAT_VERSION,
             max_inodes: 0,
             data_in_inode: false,
-            shards: vec![ShardInfo::single(0, 2)],
+            shards: vec![shard_info(witness)],
             chain_tables: vec![table],
             spares: spare,
             dir_split: 0,
@@ -109,22 +111,40 @@ fn config(replicas: usize) -> ClusterConfig {
     }
 }
 
-/// The world of one seed, its stores in `dir`.
+/// The shard's members: the meta nodes, `node` the first replica; with a
+/// witness, it is one of them.
+fn shard_info(witness: Option<usize>) -> ShardInfo {
+    let ids: Vec<u32> = (0..METAS.len())
+        .map(|i| super::shard::member_id(i) as u32)
+        .collect();
+    let replicas: Vec<u32> = (0..METAS.len())
+        .filter(|i| Some(*i) != witness)
+        .map(|i| ids[i])
+        .collect();
+    ShardInfo {
+        node: replicas[0],
+        replicas,
+        witness: witness.map(|w| ids[w]),
+        ..ShardInfo::single(0, ids[0])
+    }
+}
+
+/// The world of one seed, its stores in `dir`. The shard's members start
+/// with `shard::start_shard`, on the seed's runtime.
 pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<World> {
-    let cfg = config(replicas);
+    // Odd seeds give the shard two replicas and a witness, which member
+    // varying with the seed.
+    let witness = (seed % 2 == 1).then_some((seed / 2 % 3) as usize);
+    let cfg = config(replicas, witness);
     let mut routers = BTreeMap::new();
     let mut ids = BTreeMap::new();
     let fs = &cfg.filesystems[0];
-    let meta = Node::new(QuorumRole::None);
-    let spec = MetaSpec {
-        durable: false,
-        sync_interval_ms: 0,
-        ..MetaSpec::group_commit(fs, 0, 0).unwrap_or_else(|| panic!("fs1 has a chain table"))
-    };
-    let server = MetaServer::open(&dir.join("meta.redb"), spec)
-        .unwrap_or_else(|e| panic!("open the metadata shard: {e}"));
-    meta.add_meta(fs.id, server);
-    routers.insert(META.to_string(), Arc::new(meta));
+    let meta_spec = super::shard::spec(
+        MetaSpec::group_commit(fs, 0, 0).unwrap_or_else(|| panic!("fs1 has a chain table")),
+    );
+    for addr in METAS {
+        routers.insert(addr.to_string(), Arc::new(Node::new(QuorumRole::None)));
+    }
     for (i, addr) in SERVERS.iter().enumerate() {
         let n = &cfg.nsds[i];
         let spec = NsdSpec {
@@ -162,6 +182,12 @@ pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<Wo
         moved: std::sync::atomic::AtomicU64::new(0),
         balanced: std::sync::atomic::AtomicU64::new(0),
         not_serving: Mutex::new(BTreeMap::new()),
+        meta_dir: dir.to_path_buf(),
+        meta_spec,
+        meta_witness: witness,
+        meta_groups: Mutex::new(vec![None; METAS.len()]),
+        meta_crashes: std::sync::atomic::AtomicU64::new(0),
+        started: std::sync::OnceLock::new(),
     })
 }
 

@@ -51,9 +51,28 @@ pub(super) struct World {
     /// Server nodes that do not serve their NSDs yet, until when (as a node
     /// that has not learned of a new file system has not opened them).
     pub(super) not_serving: Mutex<BTreeMap<String, tokio::time::Instant>>,
+    /// Where the shard's members keep their databases and logs.
+    pub(super) meta_dir: std::path::PathBuf,
+    pub(super) meta_spec: weft_meta::MetaSpec,
+    /// The member (an index in `METAS`) that is the shard's witness.
+    pub(super) meta_witness: Option<usize>,
+    /// Each member's Raft group, while it runs.
+    pub(super) meta_groups: Mutex<Vec<Option<Arc<weft_meta::ShardGroup>>>>,
+    /// Crashes of the shard's members.
+    pub(super) meta_crashes: std::sync::atomic::AtomicU64,
+    /// When the seed began, on tokio's clock (the trace's times count
+    /// from it).
+    pub(super) started: std::sync::OnceLock<tokio::time::Instant>,
 }
 
 impl World {
+    /// Adds `line` to the trace, at the virtual time since the seed began.
+    pub(super) fn note(&self, line: String) {
+        let start = *self.started.get_or_init(tokio::time::Instant::now);
+        let at = tokio::time::Instant::now().duration_since(start);
+        lock(&self.trace).push(format!("{:>9.3} ms: {line}", at.as_secs_f64() * 1000.0));
+    }
+
     pub(super) fn roll(&self) -> (u64, bool, bool) {
         let f = lock(&self.faults);
         let mut r = lock(&self.rng);
@@ -97,9 +116,8 @@ impl World {
             return;
         }
         c.epoch += 1;
-        lock(&self.trace).push(format!(
-            "{:?}: disks {changes:?}, tables at {:?}",
-            tokio::time::Instant::now(),
+        self.note(format!(
+            "disks {changes:?}, tables at {:?}",
             c.filesystems[0]
                 .chain_tables
                 .iter()
@@ -129,9 +147,8 @@ impl World {
             return;
         }
         c.epoch += 1;
-        lock(&self.trace).push(format!(
-            "{:?}: {what}: chains {:?}",
-            tokio::time::Instant::now(),
+        self.note(format!(
+            "{what}: chains {:?}",
             c.filesystems[0].chain_tables[0].chains
         ));
         let after = c.filesystems[0].chain_tables.iter().map(|t| t.version);
@@ -244,6 +261,12 @@ impl World {
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         f.write(&s, w, data).await
                     }
+                    // A metadata request: the shard's synchronous operation,
+                    // taking turns with this thread.
+                    (req @ Request::Meta { .. }, _, _) => {
+                        let r = r.clone();
+                        weft_meta::bridge::run(move || r.handle_from(7, req, data)).await
+                    }
                     (req, _, _) => r.handle_from(7, req, data),
                 };
                 if let Some(w) = what {
@@ -251,10 +274,7 @@ impl World {
                         Response::Error(e) => format!("{:?}", e.kind),
                         other => format!("{other:?}"),
                     };
-                    lock(&self.trace).push(format!(
-                        "{:?}: {w} -> {result}",
-                        tokio::time::Instant::now()
-                    ));
+                    self.note(format!("{w} -> {result}"));
                 }
                 answer
             }
