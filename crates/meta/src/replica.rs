@@ -131,6 +131,20 @@ pub struct ReplicaTiming {
     pub log_kept: u64,
 }
 
+impl ReplicaTiming {
+    /// The timing of tests and simulations: heartbeats every 50 ms,
+    /// elections after 300–600 ms, so failovers happen within a short run.
+    pub fn quick() -> ReplicaTiming {
+        ReplicaTiming {
+            heartbeat_ms: 50,
+            election_min_ms: 300,
+            election_max_ms: 600,
+            commit_timeout_ms: 5_000,
+            ..ReplicaTiming::default()
+        }
+    }
+}
+
 impl Default for ReplicaTiming {
     fn default() -> Self {
         ReplicaTiming {

@@ -32,14 +32,7 @@ pub(super) fn serving(g: &Arc<ShardGroup>) -> Serve {
 }
 
 pub(super) fn timing() -> ReplicaTiming {
-    ReplicaTiming {
-        heartbeat_ms: 50,
-        election_min_ms: 300,
-        election_max_ms: 600,
-        commit_timeout_ms: 5_000,
-        snapshot_every: 10_000,
-        log_kept: 1_000,
-    }
+    ReplicaTiming::quick()
 }
 
 struct Replicas {

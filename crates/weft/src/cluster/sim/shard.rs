@@ -30,19 +30,6 @@ pub(super) fn member_id(i: usize) -> u64 {
     }
 }
 
-/// Timing of the shard's group: the tests' faster one, so that failovers
-/// happen within a seed's run.
-fn timing() -> ReplicaTiming {
-    ReplicaTiming {
-        heartbeat_ms: 50,
-        election_min_ms: 300,
-        election_max_ms: 600,
-        commit_timeout_ms: 5_000,
-        snapshot_every: 10_000,
-        log_kept: 1_000,
-    }
-}
-
 /// Carries one member's Raft messages over the simulated network.
 struct SimRaft {
     from: String,
@@ -119,7 +106,8 @@ pub(super) async fn start_member(world: &Arc<World>, i: usize) {
         &server,
         member_id(i),
         transport,
-        timing(),
+        // Failovers within a seed's run.
+        ReplicaTiming::quick(),
         is_witness(world, i),
     )
     .await
