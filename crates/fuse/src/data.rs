@@ -17,6 +17,17 @@ use crate::fs::WeftFs;
 use crate::request::{op_span, reply_empty};
 use crate::shared::Shared;
 
+/// How the kernel asked for one write.
+#[derive(Clone, Copy)]
+pub(crate) struct WriteHow {
+    /// The file is open with O_DIRECT: the data goes to the NSDs before
+    /// the answer.
+    pub direct: bool,
+    /// The writer lacks CAP_FSETID (`FUSE_WRITE_KILL_SUIDGID`): the
+    /// file's set-user-ID and set-group-ID bits go first.
+    pub kill_setid: bool,
+}
+
 impl WeftFs {
     /// `read`: file data from the client; direct reads on the blocking pool.
     #[allow(clippy::too_many_arguments)]
@@ -65,14 +76,19 @@ impl WeftFs {
         ino: INodeNo,
         offset: u64,
         data: &[u8],
-        flags: OpenFlags,
+        how: WriteHow,
         reply: ReplyWrite,
     ) {
         // fuser reuses its request buffer, so the data is copied once here.
         let data = Bytes::copy_from_slice(data);
         let op = Self::data_op("write", req, ino, offset, data.len());
-        let direct = flags.0 & libc::O_DIRECT != 0;
+        let WriteHow { direct, kill_setid } = how;
         let serve = move |st: Arc<Shared>| async move {
+            if kill_setid {
+                if let Err(e) = st.client.drop_setid_for_write(ino.0).await {
+                    return reply.error(reply_errno("write", ino.0, &e));
+                }
+            }
             match st.client.write_with(ino.0, offset, data, direct).await {
                 Ok(written) => {
                     st.metrics.written_bytes.inc_by(u64::from(written));

@@ -227,12 +227,17 @@ impl Filesystem for WeftFs {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.write_data(req, ino, offset, data, flags, reply);
+        let how = crate::data::WriteHow {
+            direct: flags.0 & libc::O_DIRECT != 0,
+            // Set by the kernel for a writer without CAP_FSETID.
+            kill_setid: write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID),
+        };
+        self.write_data(req, ino, offset, data, how, reply);
     }
 
     /// A close: commits pending writes, and drops the fcntl locks the

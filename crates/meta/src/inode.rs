@@ -37,9 +37,6 @@ pub(crate) enum Split {
     Of { dir: Ino, index: u16, of: u16 },
 }
 
-const S_ISUID: u32 = 0o4000;
-const S_ISGID: u32 = 0o2000;
-const S_IXGRP: u32 = 0o0010;
 /// Permission and special bits kept in `perm`.
 pub(crate) const PERM_MASK: u32 = 0o7777;
 
@@ -215,10 +212,7 @@ impl Inode {
     /// What a write by an unprivileged process does to the mode, as Linux:
     /// suid is cleared, sgid too when group-execute is set.
     pub(crate) fn kill_suid(&mut self) {
-        self.perm &= !S_ISUID;
-        if self.perm & S_IXGRP != 0 {
-            self.perm &= !S_ISGID;
-        }
+        self.perm = weft_proto::types::perm_after_unprivileged_write(self.perm);
     }
 
     pub(crate) fn attr(&self, ino: Ino) -> Attr {

@@ -124,6 +124,22 @@ pub struct Attr {
     pub allocated: u64,
 }
 
+/// The permission bits after a write or truncate by a process without
+/// `CAP_FSETID`, as Linux: set-user-ID goes, set-group-ID too when
+/// group-execute is set (without it the bit marks mandatory locking and
+/// stays). The meta role applies it when a write commits; the client
+/// applies it at once for a write the kernel marks `FUSE_WRITE_KILL_SUIDGID`.
+pub fn perm_after_unprivileged_write(perm: u32) -> u32 {
+    const S_ISUID: u32 = 0o4000;
+    const S_ISGID: u32 = 0o2000;
+    const S_IXGRP: u32 = 0o0010;
+    let mut p = perm & !S_ISUID;
+    if p & S_IXGRP != 0 {
+        p &= !S_ISGID;
+    }
+    p
+}
+
 /// A time to set: the server's clock, or a given instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TimeSet {

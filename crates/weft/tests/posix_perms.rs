@@ -401,6 +401,29 @@ fn write_and_truncate_by_non_root_clear_setuid() {
     assert_eq!(mode_of(&k), 0o2666);
 }
 
+/// pjdfstest `chmod/12.t`: a file root made set-user-ID or set-group-ID
+/// (with group-execute) and another user writes loses those bits at once:
+/// the writer's own `fstat` before its close shows them gone, and so does
+/// a later `stat`.
+#[test]
+fn write_by_non_owner_clears_setid_before_close() {
+    let m = FX.get();
+    let d = m.dir("killsuid_fstat");
+    let r = &m.root;
+    for (i, mode) in [0o4777, 0o2777, 0o6777].into_iter().enumerate() {
+        let f = d.join(format!("f{i}"));
+        std::fs::File::create(&f).unwrap();
+        set_mode(&f, mode);
+        assert_eq!(mode_of(&f), mode);
+        assert_eq!(
+            as_user(r, &u2(), step(&[&"write_fstat", &p(&f), &0, &"x"])),
+            Ok("777".into()),
+            "mode {mode:o}: the writer's fstat after its write"
+        );
+        assert_eq!(mode_of(&f), 0o777, "mode {mode:o}: stat after the close");
+    }
+}
+
 #[test]
 fn chown_rules() {
     let m = FX.get();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use weft_proto::layout::INLINE_MAX;
 use weft_proto::msg::MetaRequest;
-use weft_proto::types::{Attr, FileKind, Ino, Timespec};
+use weft_proto::types::{Attr, FileKind, Ino, SetAttr, Timespec};
 use weft_proto::{ErrorKind, Response};
 
 use crate::cluster::unexpected;
@@ -94,6 +94,46 @@ impl Client {
 
     pub async fn write(&self, ino: Ino, offset: u64, data: Bytes) -> Result<u32, ClientError> {
         self.write_with(ino, offset, data, false).await
+    }
+
+    /// Before a write by a process without `CAP_FSETID` (the kernel marks
+    /// it `FUSE_WRITE_KILL_SUIDGID`): a set-user-ID file, or a set-group-ID
+    /// one with group-execute, loses those bits on the shard now (a mode
+    /// change that only drops them, which the shard takes from anyone), so
+    /// that the writer's own `fstat` and everyone's `stat` see them gone
+    /// before the data is even written out. The shard clears
+    /// them again when the write commits (a client whose cached mode is
+    /// stale still cannot leave them). No request when the bits are not set.
+    pub async fn drop_setid_for_write(&self, ino: Ino) -> Result<(), ClientError> {
+        let Some(file) = self.open_file(ino) else {
+            return Ok(());
+        };
+        let perm = file.with(|s| s.attr.perm);
+        let killed = weft_proto::types::perm_after_unprivileged_write(perm);
+        if killed == perm {
+            return Ok(());
+        }
+        let set = SetAttr {
+            mode: Some(killed),
+            ..SetAttr::default()
+        };
+        let a = self
+            .meta_attr(
+                ino,
+                MetaRequest::SetAttr {
+                    ino,
+                    set,
+                    client: self.lock_client_id(),
+                },
+                Bytes::new(),
+                "setattr",
+            )
+            .await?;
+        file.with(|s| {
+            s.attr.perm = a.perm;
+            s.attr.ctime = a.ctime;
+        });
+        Ok(())
     }
 
     /// [`Client::write`]; with `direct` (O_DIRECT) the data goes to the

@@ -357,6 +357,28 @@ fn helper_step(f: &[&str], kept: &mut Vec<(PathBuf, std::fs::File)>) -> Result<S
                     Ok(r.to_string())
                 }
             }
+            // Writes, then answers the mode its own descriptor shows
+            // before closing it (pjdfstest's `write 0 x : fstat 0 mode`).
+            "write_fstat" => {
+                let fd = libc::open(path(1).as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(errno());
+                }
+                let t = arg(3).as_bytes();
+                let r = libc::pwrite(fd, t.as_ptr().cast(), t.len(), num(2));
+                let e = errno();
+                let mut st: libc::stat = std::mem::zeroed();
+                let s = libc::fstat(fd, &mut st);
+                let se = errno();
+                libc::close(fd);
+                if r < 0 {
+                    Err(e)
+                } else if s < 0 {
+                    Err(se)
+                } else {
+                    Ok(format!("{:o}", st.st_mode & 0o7777))
+                }
+            }
             "read" => match std::fs::read(arg(1)) {
                 Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
                 Err(e) => Err(e.raw_os_error().unwrap_or(-1)),
