@@ -425,6 +425,12 @@ def main():
         "and the Weft native client (no FUSE) side by side on the same machine."
     )
     md.append("")
+    md.append(
+        "Two builds side by side on the streaming tests (`bench/ab`), the bisection of the "
+        "streaming regression found on 2026-12-07 (`bench/bisect`), its cause and its fix: "
+        "[performance-streaming.md](performance-streaming.md)."
+    )
+    md.append("")
     engine = [t for t in ENGINE_TARGETS if t in fig.targets()]
     if engine:
         md.append(

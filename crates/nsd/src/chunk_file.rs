@@ -8,6 +8,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use bytes::Bytes;
 use std::path::Path;
 
+use crate::buffers::IoBuf;
 use crate::chunk::{piece_of, piece_range, ChunkFormatError, ChunkHeader, HEADER_LEN};
 
 /// Why a chunk file could not be read.
@@ -119,9 +120,10 @@ pub fn open_direct(path: &Path) -> io::Result<Option<File>> {
 /// Alignment of direct I/O: offsets, lengths and buffer addresses.
 pub const DIRECT_ALIGN: usize = 4096;
 
-/// Writes at least this long go past the host's page cache (`O_DIRECT`)
-/// on every kind of NSD, whether the client asked for direct I/O or not;
-/// shorter ones go through it unless asked. A large write then costs no
+/// Writes at least this long go past the host's page cache (`O_DIRECT`),
+/// whether the client asked for direct I/O or not: always on the chunk
+/// engine, and on directory NSDs once the host has a budget of dirty pages
+/// to write back (`host_dirty`); shorter ones go through it unless asked. A large write then costs no
 /// copy into the cache and no write-back at the next sync, and the device
 /// takes it while the next block arrives: on the chunk engine one stream
 /// of 1 MiB records with fsync went from about 500–620 to 1,130–1,220
@@ -131,22 +133,6 @@ pub const DIRECT_ALIGN: usize = 4096;
 /// the next barrier with every write since: 3,901-byte files were created
 /// about a quarter slower.
 pub const DIRECT_WRITE_MIN: usize = 256 * 1024;
-
-/// A zeroed buffer of at least `len` bytes whose start is aligned for
-/// direct I/O, and where in `raw` that start is.
-// Zeroing by a write is the point (see inside).
-#[allow(clippy::slow_vector_initialization)]
-pub(crate) fn aligned(len: usize) -> (Vec<u8>, usize) {
-    let span = len.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    // Zeroed by a write rather than asked of the allocator zeroed
-    // (`calloc`), which for a large buffer may hand out pages it has just
-    // dropped, each faulted in again on first touch; a buffer of megabytes
-    // is allocated for every chunk read.
-    let mut raw = Vec::with_capacity(span + DIRECT_ALIGN);
-    raw.resize(span + DIRECT_ALIGN, 0u8);
-    let skew = raw.as_ptr().align_offset(DIRECT_ALIGN).min(DIRECT_ALIGN);
-    (raw, skew)
-}
 
 /// Writes `data` at `at` (a page boundary) past the page cache, in whole
 /// pages (zeros after the data), then cuts the file to `cut_to` if given.
@@ -165,12 +151,12 @@ pub fn write_direct(path: &Path, at: u64, data: &[u8], cut_to: Option<u64>) -> i
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(e) => return Err(e),
     };
-    let (mut raw, skew) = aligned(data.len());
-    let span = data.len().div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let Some(buf) = raw.get_mut(skew..skew + span) else {
-        return Ok(false);
-    };
-    buf[..data.len()].copy_from_slice(data);
+    let mut io = IoBuf::take(data.len());
+    let buf = io.padded();
+    let (head, tail) = buf.split_at_mut(data.len());
+    head.copy_from_slice(data);
+    // A recycled buffer holds another chunk's bytes: the page's end is zeros.
+    tail.fill(0);
     file.write_all_at(buf, at)?;
     if let Some(len) = cut_to {
         file.set_len(len)?;
@@ -197,10 +183,10 @@ pub fn read_verified_direct(
     let at = HEADER_LEN as u64 + base;
     let want = (stop - base) as usize;
     let span = want.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
-    let (mut raw, skew) = aligned(want);
+    let mut io = IoBuf::take(span);
     let mut got = 0usize;
     while got < want {
-        let Some(dst) = raw.get_mut(skew + got..skew + span) else {
+        let Some(dst) = io.as_mut_slice().get_mut(got..span) else {
             break;
         };
         // `got` stays a multiple of the alignment until the file's end.
@@ -217,7 +203,7 @@ pub fn read_verified_direct(
             format!("{got} of {want} bytes at {at}"),
         )));
     }
-    let buf = Bytes::from(raw).slice(skew..skew + want);
+    let buf = io.freeze(0, want);
     verify_pieces(&buf, header, p0, p1, base)?;
     Ok((buf, base))
 }
@@ -229,19 +215,21 @@ pub fn read_verified(
     header: &ChunkHeader,
     start: u64,
     end: u64,
-) -> Result<(Vec<u8>, u64), ChunkIoError> {
+) -> Result<(Bytes, u64), ChunkIoError> {
     let end = end.min(u64::from(header.len));
     if start >= end {
-        return Ok((Vec::new(), start));
+        return Ok((Bytes::new(), start));
     }
     let (p0, p1) = (piece_of(start), piece_of(end - 1));
     let base = piece_range(p0, header.len).0;
     let stop = piece_range(p1, header.len).1;
-    let mut buf = vec![0u8; (stop - base) as usize];
-    file.read_exact_at(&mut buf, HEADER_LEN as u64 + base)
+    let n = (stop - base) as usize;
+    // Every byte of it is read below: a recycled buffer's old bytes go.
+    let mut io = IoBuf::take(n);
+    file.read_exact_at(io.as_mut_slice(), HEADER_LEN as u64 + base)
         .map_err(io_err("read"))?;
-    verify_pieces(&buf, header, p0, p1, base)?;
-    Ok((buf, base))
+    verify_pieces(io.as_ref(), header, p0, p1, base)?;
+    Ok((io.freeze(0, n), base))
 }
 
 /// Checks the CRC of pieces `p0..=p1` held in `buf` from chunk offset `base`.
@@ -273,5 +261,5 @@ fn verify_pieces(
 /// The verified bytes of one piece.
 pub fn read_piece(file: &File, header: &ChunkHeader, p: usize) -> Result<Vec<u8>, ChunkIoError> {
     let (ps, pe) = piece_range(p, header.len);
-    read_verified(file, header, ps, pe).map(|(buf, _)| buf)
+    read_verified(file, header, ps, pe).map(|(buf, _)| buf.to_vec())
 }

@@ -179,10 +179,8 @@ impl Disk for FileDisk {
             direct.read_exact_at(buf, offset)?;
             return Ok(true);
         }
-        let (mut raw, skew) = crate::chunk_file::aligned(buf.len());
-        let Some(dst) = raw.get_mut(skew..skew + buf.len()) else {
-            return Ok(false);
-        };
+        let mut io = crate::buffers::IoBuf::take(buf.len());
+        let dst = io.as_mut_slice();
         direct.read_exact_at(dst, offset)?;
         buf.copy_from_slice(dst);
         Ok(true)
@@ -200,10 +198,8 @@ impl Disk for FileDisk {
             direct.write_all_at(buf, offset)?;
             return Ok(true);
         }
-        let (mut raw, skew) = crate::chunk_file::aligned(buf.len());
-        let Some(dst) = raw.get_mut(skew..skew + buf.len()) else {
-            return Ok(false);
-        };
+        let mut io = crate::buffers::IoBuf::take(buf.len());
+        let dst = io.as_mut_slice();
         dst.copy_from_slice(buf);
         direct.write_all_at(dst, offset)?;
         Ok(true)

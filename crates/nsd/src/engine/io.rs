@@ -400,14 +400,11 @@ impl Engine {
         let last = (end - 1) / P;
         // Aligned, so that a direct read lands in it without a copy.
         let n = ((last - first + 1) * P) as usize;
-        let (mut raw, skew) = crate::chunk_file::aligned(n);
-        let Some(buf) = raw.get_mut(skew..skew + n) else {
-            return Err(self.internal_err(format!("no aligned buffer of {n} bytes")));
-        };
-        self.read_pages(c, &rec, first, last, buf, direct)?;
+        // `read_pages` writes every byte of it (zeros for absent pages).
+        let mut io = crate::buffers::IoBuf::take(n);
+        self.read_pages(c, &rec, first, last, io.as_mut_slice(), direct)?;
         let base = first * P;
-        let data =
-            Bytes::from(raw).slice(skew + (offset - base) as usize..skew + (end - base) as usize);
+        let data = io.freeze((offset - base) as usize, (end - base) as usize);
         Ok(ChunkRead {
             chunk_len: rec.len,
             present: true,

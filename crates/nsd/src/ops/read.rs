@@ -63,8 +63,7 @@ impl Store {
         };
         let verified = match &direct_file {
             Some(f) => chunk_file::read_verified_direct(f, &loaded.header, start, end),
-            None => chunk_file::read_verified(&file, &loaded.header, start, end)
-                .map(|(buf, base)| (Bytes::from(buf), base)),
+            None => chunk_file::read_verified(&file, &loaded.header, start, end),
         };
         let (buf, base) = verified.map_err(|e| self.chunk_error(c, &path, e))?;
         let (a, b) = ((start - base) as usize, (end - base) as usize);

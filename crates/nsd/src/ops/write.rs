@@ -207,7 +207,7 @@ impl Store {
             .map_err(|e| self.io("write", tmp, e))?;
         let at = HEADER_LEN as u64 + u64::from(offset);
         // The file is new: padding past the data is cut off again.
-        let direct = (mode.direct || data.len() >= chunk_file::DIRECT_WRITE_MIN)
+        let direct = crate::host_dirty::goes_past_cache(data.len(), mode.direct)
             && chunk_file::write_direct(tmp, at, data, Some(at + data.len() as u64))
                 .map_err(|e| self.io("write", tmp, e))?;
         if !direct {
@@ -252,7 +252,7 @@ impl Store {
             let end = u64::from(offset) + data.len() as u64;
             // Direct I/O moves whole pages: an end inside a page is only
             // possible where the chunk ends, whose padding is cut off again.
-            let direct = (mode.direct || data.len() >= chunk_file::DIRECT_WRITE_MIN)
+            let direct = crate::host_dirty::goes_past_cache(data.len(), mode.direct)
                 && if end >= u64::from(old.len) {
                     chunk_file::write_direct(path, at, data, Some(HEADER_LEN as u64 + end))?
                 } else {
