@@ -117,18 +117,7 @@ impl Client {
             mode: Some(killed),
             ..SetAttr::default()
         };
-        let a = self
-            .meta_attr(
-                ino,
-                MetaRequest::SetAttr {
-                    ino,
-                    set,
-                    client: self.lock_client_id(),
-                },
-                Bytes::new(),
-                "setattr",
-            )
-            .await?;
+        let a = self.set_attr_on_shard(ino, set).await?;
         file.with(|s| {
             s.attr.perm = a.perm;
             s.attr.ctime = a.ctime;

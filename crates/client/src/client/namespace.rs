@@ -274,20 +274,23 @@ impl Client {
                 }
             }
         }
-        let a = self
-            .meta_attr(
-                ino,
-                MetaRequest::SetAttr {
-                    ino,
-                    set,
-                    client: self.lock_client_id(),
-                },
-                Bytes::new(),
-                "setattr",
-            )
-            .await?;
+        let a = self.set_attr_on_shard(ino, set).await?;
         // With this client's allocation changes not yet committed.
         Ok(self.overlay(a))
+    }
+
+    /// The shard's `SetAttr`, nothing more: no commit or truncation first.
+    pub(super) async fn set_attr_on_shard(
+        &self,
+        ino: Ino,
+        set: SetAttr,
+    ) -> Result<Attr, ClientError> {
+        let req = MetaRequest::SetAttr {
+            ino,
+            set,
+            client: self.lock_client_id(),
+        };
+        self.meta_attr(ino, req, Bytes::new(), "setattr").await
     }
 
     // ---- extended attributes ----------------------------------------------
