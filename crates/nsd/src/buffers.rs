@@ -57,6 +57,9 @@ pub fn idle_bytes() -> usize {
 }
 
 /// A buffer of `len` bytes whose start is aligned for direct I/O.
+/// Invariant (from [`IoBuf::take`]): `raw` holds `len` rounded up to
+/// [`GRAIN`] plus [`DIRECT_ALIGN`] bytes and `skew <= DIRECT_ALIGN`, so
+/// `skew + len` rounded up to whole pages is inside `raw`.
 pub struct IoBuf {
     raw: Vec<u8>,
     skew: usize,

@@ -122,9 +122,9 @@ pub const DIRECT_ALIGN: usize = 4096;
 
 /// Writes at least this long go past the host's page cache (`O_DIRECT`),
 /// whether the client asked for direct I/O or not: always on the chunk
-/// engine, and on directory NSDs once the host has a budget of dirty pages
-/// to write back (`host_dirty`); shorter ones go through it unless asked. A large write then costs no
-/// copy into the cache and no write-back at the next sync, and the device
+/// engine, and on directory NSDs once the host's dirty pages pass their
+/// budget (`host_dirty`); shorter ones go through it unless asked. A large
+/// write past the cache costs no copy into the cache and no write-back at the next sync, and the device
 /// takes it while the next block arrives: on the chunk engine one stream
 /// of 1 MiB records with fsync went from about 500–620 to 1,130–1,220
 /// MiB/s, IO500 ior-hard writes from 380–480 to 720–740
