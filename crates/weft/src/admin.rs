@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use weft_client::{Client, ClientError, Cluster};
 use weft_net::{NetError, Secret};
 
-use crate::datadir::DataDir;
 use crate::Target;
+use weft_node::datadir::DataDir;
 
 /// A current-thread runtime for a short admin command.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -22,7 +22,7 @@ pub async fn connect(target: &Target) -> Result<Arc<Cluster>> {
     let dir = DataDir::new(&target.data);
     if dir.root.join("node.toml").exists() {
         // A cluster node: read the configuration from any quorum node.
-        let local = crate::cluster::Local::open(target)?;
+        let local = weft_node::local::Local::open(&target.data)?;
         let mut last = None;
         for addr in &local.quorum_addrs {
             match Cluster::connect(addr, local.secret.clone(), "weft-admin").await {
@@ -60,17 +60,4 @@ pub async fn client(target: &Target, fs: &str) -> Result<(Arc<Cluster>, Arc<Clie
     Ok((cluster, client))
 }
 
-/// Asks the cluster manager for configuration change `change`; answers the
-/// configuration with it, or the manager's refusal as the error.
-pub async fn change(
-    cluster: &Cluster,
-    change: weft_proto::msg::ConfigChange,
-) -> Result<weft_proto::config::ClusterConfig> {
-    use weft_proto::msg::QuorumRequest;
-    use weft_proto::Response;
-    match cluster.call_manager(QuorumRequest::Change(change)).await? {
-        Response::Config(c) => Ok(*c),
-        Response::Error(e) => anyhow::bail!("{}", e.message),
-        other => anyhow::bail!("the cluster manager answered {other:?}"),
-    }
-}
+pub use weft_node::call::change;

@@ -8,15 +8,7 @@
 //! (`docs/performance-io500-hard.md`).
 
 mod admin;
-mod barrier;
-mod chain;
-mod cluster;
 mod cmd;
-mod datadir;
-mod http;
-mod node;
-mod shard_group;
-mod shard_peers;
 mod size;
 
 use std::path::PathBuf;
@@ -78,9 +70,9 @@ enum Command {
         cmd: NsdCommand,
     },
     /// Mount a file system on this node; the node's daemon serves it (like mmmount).
-    Mount(cluster::admin::MountArgs),
+    Mount(cmd::cluster::admin::MountArgs),
     /// Unmount a mount this node's daemon serves (like mmumount).
-    Umount(cluster::admin::UmountArgs),
+    Umount(cmd::cluster::admin::UmountArgs),
     /// Node commands (like mmaddnode, mmstartup, mmlscluster + mmgetstate).
     Node {
         #[command(subcommand)]
@@ -102,7 +94,7 @@ enum MetaCommand {
 #[derive(Subcommand)]
 enum NsdCommand {
     /// Create NSDs from a GPFS stanza file (`%nsd: nsd= device= servers= usage= failureGroup= pool=`).
-    Create(cluster::admin::NsdCreateArgs),
+    Create(cmd::cluster::admin::NsdCreateArgs),
     /// Check NSDs offline: every chunk against its checksums, and the
     /// allocator of chunk-engine NSDs (--repair frees leaks), like mmfsck.
     Check(cmd::nsd_check::CheckArgs),
@@ -113,15 +105,15 @@ enum NsdCommand {
 #[derive(Subcommand)]
 enum ClusterCommand {
     /// Create a cluster whose first node is this host, print a join token, and run the node.
-    Init(cluster::InitArgs),
+    Init(cmd::cluster::InitArgs),
     /// Print a new join token (for scripts).
-    Token(cluster::TokenArgs),
+    Token(cmd::cluster::TokenArgs),
 }
 
 #[derive(Subcommand)]
 enum NodeCommand {
     /// Join a cluster with a token and run the node.
-    Join(cluster::JoinArgs),
+    Join(cmd::cluster::JoinArgs),
     /// Run an existing node (after a reboot; what a systemd unit runs).
     Run(Target),
     /// List the nodes with address, roles, state and the cluster manager.
@@ -133,7 +125,7 @@ enum FsCommand {
     /// Show a file system's attributes (like mmlsfs).
     Show(cmd::fs_show::FsShowArgs),
     /// Create a file system over NSDs of a stanza file (like mmcrfs).
-    Create(cluster::admin::FsCreateArgs),
+    Create(cmd::cluster::admin::FsCreateArgs),
     /// Change a file system's data (-r) or metadata (-m) replicas (like mmchfs -r / -m).
     Set(cmd::restripe::FsSetArgs),
 }
@@ -150,7 +142,7 @@ enum DiskCommand {
     Start(cmd::disk::DiskChangeArgs),
     /// Give NSDs of a stanza file to a file system, creating those that do
     /// not exist (like mmadddisk); `weft restripe -r` moves copies onto them.
-    Add(cluster::admin::DiskAddArgs),
+    Add(cmd::cluster::admin::DiskAddArgs),
     /// Keep copies off disks (like mmchdisk suspend): `weft restripe -r`
     /// moves their copies elsewhere.
     Suspend(cmd::restripe::DiskDeleteArgs),
@@ -219,17 +211,17 @@ fn main() -> ExitCode {
         } => cmd::fs_show::run(a),
         Command::Fs {
             cmd: FsCommand::Create(a),
-        } => cluster::admin::fs_create(a),
+        } => cmd::cluster::admin::fs_create(a),
         Command::Fs {
             cmd: FsCommand::Set(a),
         } => cmd::restripe::fs_set(a),
         Command::Nsd { cmd } => match cmd {
-            NsdCommand::Create(a) => cluster::admin::nsd_create(a),
+            NsdCommand::Create(a) => cmd::cluster::admin::nsd_create(a),
             NsdCommand::Check(a) => cmd::nsd_check::check(a),
             NsdCommand::Chunks(a) => cmd::nsd_check::chunks(a),
         },
-        Command::Mount(a) => cluster::admin::mount(a),
-        Command::Umount(a) => cluster::admin::umount(a),
+        Command::Mount(a) => cmd::cluster::admin::mount(a),
+        Command::Umount(a) => cmd::cluster::admin::umount(a),
         Command::Df(a) => cmd::df::run(a),
         Command::Meta { cmd } => match cmd {
             MetaCommand::List(a) => cmd::meta::list(a),
@@ -240,7 +232,7 @@ fn main() -> ExitCode {
             DiskCommand::List(a) => cmd::disk::run(a),
             DiskCommand::Stop(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Stop),
             DiskCommand::Start(a) => cmd::disk::change(a, weft_proto::msg::DiskAction::Start),
-            DiskCommand::Add(a) => cluster::admin::disk_add(a),
+            DiskCommand::Add(a) => cmd::cluster::admin::disk_add(a),
             DiskCommand::Suspend(a) => {
                 cmd::restripe::availability(a, weft_proto::config::Availability::Suspended)
             }
@@ -254,13 +246,13 @@ fn main() -> ExitCode {
         Command::Health(a) => cmd::health::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Cluster { cmd } => match cmd {
-            ClusterCommand::Init(a) => cluster::init(a),
-            ClusterCommand::Token(a) => cluster::token(a),
+            ClusterCommand::Init(a) => cmd::cluster::init(a),
+            ClusterCommand::Token(a) => cmd::cluster::token(a),
         },
         Command::Node { cmd } => match cmd {
-            NodeCommand::Join(a) => cluster::join(a),
-            NodeCommand::Run(t) => cluster::run(t),
-            NodeCommand::List(t) => cluster::list(t),
+            NodeCommand::Join(a) => cmd::cluster::join(a),
+            NodeCommand::Run(t) => cmd::cluster::run(t),
+            NodeCommand::List(t) => cmd::cluster::list(t),
         },
     };
     match result {

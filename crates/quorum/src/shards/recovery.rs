@@ -7,7 +7,7 @@
 //! This file holds the setting ([`set_meta_recovery_wait`]) and the planner
 //! ([`plan_recovery`]), which only reads the configuration and the
 //! manager's view of which nodes are alive; the manager runs the move it
-//! picks (`crates/weft/src/cluster/shard_recovery.rs`).
+//! picks (`crates/node/src/shard_recovery.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;

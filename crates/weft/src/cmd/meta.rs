@@ -18,8 +18,8 @@ use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
 use super::fsck_chunks;
 use crate::admin;
-pub(super) use crate::shard_group::call;
 use crate::Target;
+pub(super) use weft_node::shard_group::call;
 
 #[derive(clap::Args)]
 pub struct MetaListArgs {

@@ -1,6 +1,6 @@
 //! `weft meta move FS SHARD --from NODE --to NODE`: one member of a
 //! replicated shard's Raft group hands its place to another meta node,
-//! while the shard serves, by the steps of `crate::shard_group::move_member`
+//! while the shard serves, by the steps of `weft_node::shard_group::move_member`
 //! (see `docs/metadata.md`, "Moving a shard member"); the cluster manager
 //! runs the same steps on its own for a member whose node stays down
 //! (`--meta-recovery-wait`).
@@ -83,7 +83,7 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         {
             return Ok(());
         }
-        crate::shard_group::move_member(
+        weft_node::shard_group::move_member(
             &cluster,
             &args.name,
             args.shard,

@@ -60,7 +60,7 @@ use weft_proto::types::{NodeId, ShardId};
 use super::meta::replica_info;
 use super::meta_move::say;
 use crate::admin::change;
-use crate::shard_group::{catch_up, set_voters};
+use weft_node::shard_group::{catch_up, set_voters};
 
 /// The file system `name` and its shard `shard`, as the newest
 /// configuration has them.

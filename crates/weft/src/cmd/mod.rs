@@ -1,5 +1,6 @@
 //! One file per subcommand.
 
+pub mod cluster;
 pub mod df;
 pub mod disk;
 pub mod fs_show;

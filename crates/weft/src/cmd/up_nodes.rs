@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cluster::admin::{FsCreateArgs, MountArgs, NsdCreateArgs};
-use crate::datadir::DEFAULT_FS;
+use crate::cmd::cluster::admin::{FsCreateArgs, MountArgs, NsdCreateArgs};
 use crate::size::show_size;
 use crate::Target;
+use weft_node::datadir::DEFAULT_FS;
 
 pub const MAX_NODES: u32 = 7;
 /// Port of every node when `--listen` gives none (GPFS uses 1191).
@@ -259,13 +259,13 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         std::fs::write(&stanza, text).context("cannot write the stanza file")?;
         // Every node must have joined before its NSD can be created.
         retry("create the NSDs", || {
-            crate::cluster::admin::nsd_create(NsdCreateArgs {
+            crate::cmd::cluster::admin::nsd_create(NsdCreateArgs {
                 file: stanza.clone(),
                 force: false,
                 target: target.clone(),
             })
         })?;
-        crate::cluster::admin::fs_create(FsCreateArgs {
+        crate::cmd::cluster::admin::fs_create(FsCreateArgs {
             name: DEFAULT_FS.into(),
             file: stanza,
             block_size: show_size(u64::from(plan.block_size)),
@@ -292,7 +292,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
     if let Some(m) = &plan.mount {
         // node1 serves the mount once it has seen fs0.
         retry("mount fs0", || {
-            crate::cluster::admin::mount(MountArgs {
+            crate::cmd::cluster::admin::mount(MountArgs {
                 fs: DEFAULT_FS.into(),
                 path: m.clone(),
                 target: target.clone(),
@@ -304,7 +304,7 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         target.data.display()
     );
     let rt = crate::admin::runtime()?;
-    rt.block_on(crate::cluster::wait_for_signal())?;
+    rt.block_on(weft_node::daemon::wait_for_signal())?;
     println!("weft: stopping {} nodes", plan.nodes);
     drop(children);
     if let Some(m) = &plan.mount {

@@ -6,21 +6,13 @@
 //! from each NSD server asked now (a server that does not answer within a
 //! few seconds makes its NSDs failed).
 //!
-//! What is asked, and of whom, is in `gathered.rs`; the verdicts are a pure
-//! function of what was gathered (`findings.rs`), so they are tested
-//! without a cluster (`tests.rs`).
-
-mod findings;
-mod gathered;
-#[cfg(test)]
-mod tests;
+//! What is asked, and of whom, and the verdicts are in `weft_node::health`.
 
 use anyhow::Result;
+use weft_node::health::{gather, Verdict};
 
 use crate::admin;
 use crate::Target;
-use findings::Verdict;
-pub use gathered::{gather, Gathered};
 
 #[derive(clap::Args)]
 pub struct HealthArgs {

@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use weft_proto::layout::{valid_block_size, MAX_BLOCK, MIN_BLOCK};
 
 use super::UpArgs;
-use crate::datadir::NsdType;
 use crate::size::{parse_size, show_size};
+use weft_node::datadir::NsdType;
 
 const MAX_DISKS: u32 = 64;
 
@@ -56,7 +56,7 @@ pub(super) fn check(args: &UpArgs) -> Result<Checked> {
         }
     }
     if let Some(n) = args.meta_shards {
-        let max = crate::cluster::admin::MAX_META_SHARDS;
+        let max = crate::cmd::cluster::admin::MAX_META_SHARDS;
         if n == 0 || n > max {
             bail!("--meta-shards {n} is out of range: give 1 to {max}");
         }
@@ -92,7 +92,7 @@ pub(super) fn check(args: &UpArgs) -> Result<Checked> {
         meta_shards: args.meta_shards,
         mount,
         over_tcp: args.mount_over_tcp,
-        http: crate::http::parse(&args.http)?,
+        http: weft_node::http::parse(&args.http)?,
     })
 }
 

@@ -9,8 +9,8 @@ use weft_net::Secret;
 use weft_proto::config::ClusterConfig;
 use weft_quorum::FileStore;
 
-use crate::cluster::daemon::nsd_spec;
-use crate::datadir::{fs_capacity, plan_cluster, DataDir, NewCluster};
+use weft_node::daemon::nsd_spec;
+use weft_node::datadir::{fs_capacity, plan_cluster, DataDir, NewCluster};
 
 /// Creates a new cluster in an empty data directory. A failure leaves
 /// the directory empty again (and no device formatted), so the same

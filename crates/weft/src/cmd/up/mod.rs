@@ -26,17 +26,17 @@ use weft_proto::config::ClusterConfig;
 use weft_proto::layout::DEFAULT_BLOCK;
 use weft_quorum::{ConfigStore, FileStore};
 
-use crate::barrier::NsdBarrier;
-use crate::cluster::daemon::nsd_spec;
-use crate::cluster::manager::Manager;
-use crate::cluster::resync::{chain_states, Resyncs};
-use crate::datadir::{DataDir, DirState, NewCluster, NsdType, DEFAULT_FS};
-use crate::node::{Node, QuorumRole};
 use crate::size::show_size;
 use checked::check;
 use creation::create;
 use mount::{serve_until_signal, Listening};
 use nodes::run_nodes;
+use weft_node::barrier::NsdBarrier;
+use weft_node::daemon::nsd_spec;
+use weft_node::datadir::{DataDir, DirState, NewCluster, NsdType, DEFAULT_FS};
+use weft_node::manager::Manager;
+use weft_node::resync::{chain_states, Resyncs};
+use weft_node::router::{Node, QuorumRole};
 
 #[derive(clap::Args)]
 pub struct UpArgs {
@@ -105,7 +105,7 @@ pub struct UpArgs {
     /// Address of the HTTP listener: Prometheus metrics on /metrics, health
     /// on /health, the dashboard on / (`none`: no listener). With --nodes,
     /// node K listens on 127.0.0.K at this port.
-    #[arg(long, default_value = crate::http::DEFAULT_HTTP)]
+    #[arg(long, default_value = weft_node::http::DEFAULT_HTTP)]
     http: String,
 }
 
@@ -154,7 +154,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     );
     let _lock = dir.lock()?;
     let secret = Secret::load(&dir.secret())?;
-    let http = checked.http.map(crate::http::bind).transpose()?;
+    let http = checked.http.map(weft_node::http::bind).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weft")
@@ -170,7 +170,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     // The quorum role is a cluster's Raft store, in a group of one: the first
     // start (of a new cluster, or of a directory made by an older release)
     // seeds it with the configuration written at creation.
-    let raft = rt.block_on(crate::cluster::daemon::open_quorum(
+    let raft = rt.block_on(weft_node::daemon::open_quorum(
         &dir.root,
         1,
         &addr,
@@ -267,9 +267,9 @@ pub fn run(args: UpArgs) -> Result<()> {
         // Chain writes go on from here to the next member (all local here).
         let pool = Arc::new(Pool::new(secret.clone(), "weft-up-chain", 4));
         pool.set_local(&addr, node.clone());
-        let config: crate::barrier::ConfigSource = Arc::new(move || raft_chain.get());
+        let config: weft_node::barrier::ConfigSource = Arc::new(move || raft_chain.get());
         local.set_forwarder(
-            Arc::new(crate::chain::Forwarder::new(pool, config)),
+            Arc::new(weft_node::chain::Forwarder::new(pool, config)),
             rt.handle().clone(),
         );
     }
@@ -287,7 +287,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         let pool = Arc::new(Pool::new(secret.clone(), "weft-up-shards", 1));
         pool.set_local(&addr, node.clone());
         let raft_shards = raft_disks.clone();
-        let peers = Arc::new(crate::shard_peers::NodePeers::new(
+        let peers = Arc::new(weft_node::shard_peers::NodePeers::new(
             fs.id,
             pool,
             Arc::new(move || raft_shards.get()),
@@ -340,17 +340,17 @@ pub fn run(args: UpArgs) -> Result<()> {
         .map_or_else(|| "node1".to_string(), |n| n.name.clone());
     weft_metrics::global().set_node(&config.name, &node_name, env!("CARGO_PKG_VERSION"));
     if let Some(listener) = http {
-        let source = crate::http::Source {
+        let source = weft_node::http::Source {
             node: local.clone(),
             name: node_name,
             addr: addr.clone(),
-            connect: crate::http::Connect::Local {
+            connect: weft_node::http::Connect::Local {
                 addr: addr.clone(),
                 handler: node.clone(),
                 secret: secret.clone(),
             },
         };
-        let at = crate::http::start(listener, source, rt.handle())?;
+        let at = weft_node::http::start(listener, source, rt.handle())?;
         std::fs::write(dir.http_file(), format!("{at}\n")).context("cannot write the run file")?;
         println!("weft: metrics and dashboard on http://{at}/ (Prometheus: http://{at}/metrics)");
     }

@@ -10,8 +10,8 @@ use weft_net::{Handler, Secret};
 use weft_proto::config::ClusterConfig;
 
 use super::checked::Checked;
-use crate::datadir::{DataDir, DEFAULT_FS};
 use crate::size::show_size;
+use weft_node::datadir::{DataDir, DEFAULT_FS};
 
 /// This node as its own client reaches it: the address it listens on and
 /// its request router.
@@ -86,7 +86,7 @@ pub(super) async fn serve_until_signal(
         None => None,
     };
     println!("weft: ready; Ctrl-C or SIGTERM stops and unmounts");
-    crate::cluster::wait_for_signal().await?;
+    weft_node::daemon::wait_for_signal().await?;
     println!("weft: stopping");
     if let Some(h) = handle {
         h.unmount()?;

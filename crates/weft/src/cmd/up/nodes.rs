@@ -7,7 +7,7 @@ use weft_proto::layout::DEFAULT_BLOCK;
 use super::checked::Checked;
 use super::UpArgs;
 use crate::cmd::up_nodes;
-use crate::datadir::DataDir;
+use weft_node::datadir::DataDir;
 
 pub(super) fn run_nodes(
     args: &UpArgs,

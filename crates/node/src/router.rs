@@ -14,7 +14,7 @@ use weft_proto::types::{FsId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, QuorumRequest, RemoteError, Request, Response};
 
 use crate::chain::Forwarder;
-use crate::cluster::manager::Manager;
+use crate::manager::Manager;
 
 /// Largest buffered chunk write a local caller runs on its own thread.
 const QUICK_WRITE: usize = 16 << 10;

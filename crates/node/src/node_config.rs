@@ -162,7 +162,7 @@ impl NodeConfig {
         let body = toml::to_string_pretty(self).context("cannot encode node.toml")?;
         let text = format!(
             "# Weft node configuration: read by `weft node run`. Every field is described in\n\
-             # crates/weft/src/cluster/node_config.rs; change with care while the node is stopped.\n{body}"
+             # crates/node/src/node_config.rs; change with care while the node is stopped.\n{body}"
         );
         let tmp = path.with_extension("toml.tmp");
         std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;

@@ -18,10 +18,10 @@ use weft_proto::stanza;
 use weft_proto::types::Timespec;
 use weft_proto::{Request, Response};
 
-use super::call::call_manager;
-use super::Local;
 use crate::size::parse_size;
 use crate::Target;
+use weft_node::call::call_manager;
+use weft_node::local::Local;
 
 #[derive(clap::Args)]
 pub struct NsdCreateArgs {
@@ -179,7 +179,7 @@ fn with_cluster<T>(
     target: &Target,
     body: impl AsyncFnOnce(&Local, &weft_net::Pool, ClusterConfig) -> Result<T>,
 ) -> Result<T> {
-    let local = Local::open(target)?;
+    let local = Local::open(&target.data)?;
     let rt = crate::admin::runtime()?;
     let pool = local.pool();
     rt.block_on(async {
@@ -473,7 +473,7 @@ async fn node_call(local: &Local, req: NodeRequest) -> Result<Response> {
 
 /// `weft mount FS PATH`: the local node's daemon serves the mount.
 pub fn mount(args: MountArgs) -> Result<()> {
-    let local = Local::open(&args.target)?;
+    let local = Local::open(&args.target.data)?;
     let path = std::path::absolute(&args.path).unwrap_or(args.path.clone());
     if !path.is_dir() {
         bail!(
@@ -496,7 +496,7 @@ pub fn mount(args: MountArgs) -> Result<()> {
 
 /// `weft umount PATH`.
 pub fn umount(args: UmountArgs) -> Result<()> {
-    let local = Local::open(&args.target)?;
+    let local = Local::open(&args.target.data)?;
     let path = std::path::absolute(&args.path).unwrap_or(args.path.clone());
     let rt = crate::admin::runtime()?;
     rt.block_on(node_call(

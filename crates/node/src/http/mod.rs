@@ -22,8 +22,8 @@ use axum::Router;
 use weft_client::Cluster;
 use weft_net::{Handler, Secret};
 
-use crate::cmd::health::{gather, Gathered};
-use crate::node::Node;
+use crate::health::{gather, Gathered};
+use crate::router::Node;
 use history::History;
 
 /// The default `--http` address.

@@ -19,8 +19,8 @@ use weft_proto::types::Timespec;
 use super::endpoint::pool;
 use super::world::{Faults, World};
 use super::{BLOCK, CHAINS_PER_SIM_DISK, METAS, QUORUM, SERVERS};
-use crate::cluster::resync::chain_states;
-use crate::node::{Node, QuorumRole};
+use crate::resync::chain_states;
+use crate::router::{Node, QuorumRole};
 
 /// The cluster of a seed: its data `replicas`, and the shard's `witness`
 /// (an index in `METAS`), if it has one.

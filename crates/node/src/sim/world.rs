@@ -16,8 +16,8 @@ use weft_proto::{Request, Response};
 use weft_quorum::{disks, restripe};
 
 use super::{lock, QUORUM};
-use crate::cluster::resync::chain_states;
-use crate::node::Node;
+use crate::resync::chain_states;
+use crate::router::Node;
 
 /// What the network does to one call.
 pub(super) struct Faults {
@@ -256,7 +256,9 @@ impl World {
                 let answer = match (req, r.nsd_server(), r.forwarder()) {
                     // A chain write: the node's forwarder, awaited here as the
                     // request thread's `block_on` does.
-                    (Request::Nsd(w), Some(s), Some((f, _))) if crate::node::is_chain_write(&w) => {
+                    (Request::Nsd(w), Some(s), Some((f, _)))
+                        if crate::router::is_chain_write(&w) =>
+                    {
                         self.forwarded
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         f.write(&s, w, data).await

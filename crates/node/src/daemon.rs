@@ -35,7 +35,7 @@ use super::node_config::NodeConfig;
 use super::resync::Resyncs;
 use super::serving::{reconcile, BarrierFor, PeersFor, Served, ShardWiring};
 use crate::datadir::DataDir;
-use crate::node::{Node, NodeControl, QuorumRole};
+use crate::router::{Node, NodeControl, QuorumRole};
 
 /// Raft messages over the node's authenticated connections: the quorum's,
 /// or those of one replicated metadata shard.
@@ -238,7 +238,7 @@ impl NodeControl for Mounts {
 
 /// How `nsd` is opened: with the block size of the file system that uses it
 /// (the default block size while none does).
-pub(crate) fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
+pub fn nsd_spec(config: &ClusterConfig, nsd: &weft_proto::config::NsdInfo) -> NsdSpec {
     let block_size = config
         .filesystems
         .iter()
@@ -357,7 +357,7 @@ async fn serve_node(
 
     // The configuration: local replica, else any quorum node, else the copy
     // kept from the last run.
-    let cache = dir.root.join(super::CONFIG_CACHE);
+    let cache = dir.root.join(crate::local::CONFIG_CACHE);
     let mut config = None;
     for _ in 0..100 {
         config = current_config(&manager, &pool, &cfg.quorum_addrs).await;
@@ -561,7 +561,7 @@ async fn serve_node(
                     .map(|n| n.addr.clone())
                     .collect();
                 if let Ok(bytes) = serde_json::to_vec_pretty(&c) {
-                    super::save_cache(&dir, &bytes);
+                    crate::local::save_cache(&dir, &bytes);
                 }
                 mounts_follow.offer_config(&c);
                 reconcile(&node, &mut served, &dir, cfg.node_id, &c, &wiring).await;
@@ -572,7 +572,7 @@ async fn serve_node(
         })
     };
 
-    super::wait_for_signal().await?;
+    wait_for_signal().await?;
     println!("weft: stopping");
     follow.abort();
     settle.abort();
@@ -586,6 +586,18 @@ async fn serve_node(
     let _ = tokio::task::spawn_blocking(move || n.close_nsd()).await;
     if let Some(m) = &manager {
         m.raft().shutdown().await;
+    }
+    Ok(())
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
     Ok(())
 }

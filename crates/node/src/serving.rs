@@ -22,7 +22,7 @@ use weft_proto::config::ClusterConfig;
 
 use super::daemon::{nsd_spec, NetTransport};
 use crate::datadir::DataDir;
-use crate::node::Node;
+use crate::router::Node;
 
 /// Meta shard and NSD placement this node has opened.
 #[derive(Default)]

@@ -82,3 +82,18 @@ pub async fn reachable(pool: &Pool, addrs: &[String]) -> usize {
     }
     n
 }
+
+/// Asks the cluster manager for configuration change `change`; answers the
+/// configuration with it, or the manager's refusal as the error.
+pub async fn change(
+    cluster: &weft_client::Cluster,
+    change: weft_proto::msg::ConfigChange,
+) -> Result<weft_proto::config::ClusterConfig> {
+    use weft_proto::msg::QuorumRequest;
+    use weft_proto::Response;
+    match cluster.call_manager(QuorumRequest::Change(change)).await? {
+        Response::Config(c) => Ok(*c),
+        Response::Error(e) => anyhow::bail!("{}", e.message),
+        other => anyhow::bail!("the cluster manager answered {other:?}"),
+    }
+}

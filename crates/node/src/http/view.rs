@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use weft_proto::config::ClusterConfig;
 use weft_proto::msg::{NodeLiveness, NsdStat};
 
-use crate::cmd::health::Gathered;
+use crate::health::Gathered;
 
 /// This node, as the page's header shows it.
 pub struct Me<'a> {

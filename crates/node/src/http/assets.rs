@@ -1,4 +1,4 @@
-//! The dashboard's files (`crates/weft/assets/`), compiled into the binary
+//! The dashboard's files (`crates/node/assets/`), compiled into the binary
 //! so a node serves them with nothing installed beside it.
 
 macro_rules! asset {

@@ -30,7 +30,7 @@ use weft_proto::msg::{ConfigChange, MoveStep};
 use weft_proto::types::{NodeId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
-use crate::admin::change;
+use crate::call::change;
 
 /// Sends `req` to shard `shard` of `fs` (its leader, found as clients find
 /// it); a refusal is returned as `Response::Error` for the caller to look

@@ -12,47 +12,27 @@
 //! ```
 
 pub mod admin;
-pub mod call;
-pub mod daemon;
-pub mod devices;
-pub mod manager;
-pub mod node_config;
-pub mod resync;
-mod serving;
-pub mod shard_recovery;
-#[cfg(test)]
-mod sim;
-pub mod token;
-pub mod unclean;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
-use weft_net::{Peer, Pool, Secret};
+use weft_net::{Peer, Secret};
 use weft_proto::config::{ClusterConfig, NodeInfo, FORMAT_VERSION};
 use weft_proto::msg::{JoinRequest, NodeLiveness, QuorumRequest};
 use weft_proto::{Request, Response};
 
-use crate::datadir::{DataDir, DirState};
+use weft_node::call;
+use weft_node::daemon;
+use weft_node::datadir::{DataDir, DirState};
+use weft_node::local::{save_cache, Local};
+use weft_node::node_config::{parse_roles, roles_list, NodeConfig};
+use weft_node::token::Token;
+
 use crate::size::parse_size;
-use node_config::{parse_roles, roles_list, NodeConfig};
-use token::Token;
 
-pub const CONFIG_CACHE: &str = "config-cache.json";
 const DEFAULT_TOKEN_VALIDITY: u64 = 24 * 3600;
-
-pub fn save_cache(dir: &DataDir, bytes: &[u8]) {
-    let tmp = dir.root.join("config-cache.json.tmp");
-    if std::fs::write(&tmp, bytes).is_ok() {
-        let _ = std::fs::rename(&tmp, dir.root.join(CONFIG_CACHE));
-    }
-}
-
-pub fn load_cache(dir: &DataDir) -> Option<ClusterConfig> {
-    serde_json::from_slice(&std::fs::read(dir.root.join(CONFIG_CACHE)).ok()?).ok()
-}
 
 /// Options every command that starts a node takes.
 #[derive(clap::Args, Clone)]
@@ -77,7 +57,7 @@ pub struct NodeOpts {
     pub failure_detection_time: u64,
     /// Address of the node's HTTP listener: metrics, health and the
     /// dashboard (`none`: no listener).
-    #[arg(long, default_value = crate::http::DEFAULT_HTTP)]
+    #[arg(long, default_value = weft_node::http::DEFAULT_HTTP)]
     pub http: String,
 }
 
@@ -142,7 +122,7 @@ fn new_node_dir(
             opts.listen
         );
     }
-    crate::http::parse(&opts.http)?;
+    weft_node::http::parse(&opts.http)?;
     let roles = parse_roles(opts.roles.as_deref().unwrap_or(default_roles))?;
     let pagepool = parse_size(&opts.pagepool).map_err(|e| anyhow::anyhow!("--pagepool: {e}"))?;
     if pagepool < 16 << 20 {
@@ -342,45 +322,9 @@ pub fn run(target: crate::Target) -> Result<()> {
     daemon::run(&dir, daemon::FirstStart::None)
 }
 
-/// A node's own view for admin commands: its configuration file, secret and
-/// the quorum nodes it knows.
-pub struct Local {
-    pub dir: DataDir,
-    pub node: NodeConfig,
-    pub secret: Secret,
-    pub quorum_addrs: Vec<String>,
-}
-
-impl Local {
-    pub fn open(target: &crate::Target) -> Result<Local> {
-        let dir = DataDir::new(&target.data);
-        let node = NodeConfig::load(&dir.root.join("node.toml"))?;
-        let secret =
-            Secret::load(&dir.secret()).context("cannot read the cluster secret (run as root?)")?;
-        let mut quorum_addrs = node.quorum_addrs.clone();
-        if let Some(c) = load_cache(&dir) {
-            for n in c.nodes.iter().filter(|n| n.roles.quorum) {
-                if !quorum_addrs.contains(&n.addr) {
-                    quorum_addrs.push(n.addr.clone());
-                }
-            }
-        }
-        Ok(Local {
-            dir,
-            node,
-            secret,
-            quorum_addrs,
-        })
-    }
-
-    pub fn pool(&self) -> Pool {
-        Pool::new(self.secret.clone(), "weft-admin", 1)
-    }
-}
-
 /// `weft cluster token`.
 pub fn token(args: TokenArgs) -> Result<()> {
-    let local = Local::open(&args.target)?;
+    let local = Local::open(&args.target.data)?;
     if args.validity == 0 {
         bail!("--validity must be at least 1 second");
     }
@@ -396,7 +340,7 @@ pub fn token(args: TokenArgs) -> Result<()> {
 
 /// `weft node list`: like mmlscluster + mmgetstate -a.
 pub fn list(target: crate::Target) -> Result<()> {
-    let local = Local::open(&target)?;
+    let local = Local::open(&target.data)?;
     let rt = crate::admin::runtime()?;
     let pool = local.pool();
     let (states, manager_addr) = rt.block_on(async {
@@ -445,17 +389,6 @@ pub fn list(target: crate::Target) -> Result<()> {
                 ""
             }
         );
-    }
-    Ok(())
-}
-
-pub async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
     Ok(())
 }

@@ -44,8 +44,7 @@ pub async fn gather(cluster: &Cluster) -> Gathered {
         .filter(|n| n.roles.quorum)
         .map(|n| n.addr.clone())
         .collect();
-    let ask_manager =
-        crate::cluster::call::call_manager(cluster.pool(), &quorum, QuorumRequest::NodeStates);
+    let ask_manager = crate::call::call_manager(cluster.pool(), &quorum, QuorumRequest::NodeStates);
     let states = match tokio::time::timeout(ASK_TIMEOUT, ask_manager).await {
         Ok(Ok(Response::NodeStates(s))) => Ok(s),
         Ok(Ok(other)) => Err(format!("unexpected answer {other:?}")),
