@@ -36,6 +36,11 @@ pub struct MountOptions {
     /// Largest write request the kernel sends, in bytes (default 1 MiB,
     /// the most the kernel accepts without raising `max_pages`).
     pub max_write: u32,
+    /// Make the mount point immutable while mounted, and writable again
+    /// after a clean unmount, so writes after the serving process died
+    /// fail instead of reaching the local disk (see `guard.rs`; default
+    /// false).
+    pub guard: bool,
 }
 
 impl Default for MountOptions {
@@ -45,6 +50,7 @@ impl Default for MountOptions {
             threads: 2,
             allow_other: true,
             max_write: 1 << 20,
+            guard: false,
         }
     }
 }
@@ -92,6 +98,8 @@ impl MountOptions {
 pub struct MountHandle {
     mountpoint: PathBuf,
     session: Option<BackgroundSession>,
+    /// The mount point was made immutable (`MountOptions::guard`).
+    guarded: bool,
 }
 
 /// How long an unmount waits for the FUSE threads to see the end of the
@@ -161,6 +169,9 @@ impl MountHandle {
             }
         }
         finish(session, &path, wait);
+        if self.guarded {
+            crate::guard::release(&path);
+        }
         Ok(())
     }
 }
@@ -241,6 +252,7 @@ pub fn mount(
 ) -> Result<MountHandle, FuseError> {
     opts.validate()?;
     let path = check_mountpoint(mountpoint)?;
+    let guarded = opts.guard && crate::guard::guard(&path);
 
     let mut config = Config::default();
     config.mount_options = vec![
@@ -274,9 +286,14 @@ pub fn mount(
     } else {
         fuser::spawn_mount(new_fs(), &path, &config)
     }
-    .map_err(|source| FuseError::Mount {
-        path: path.clone(),
-        source,
+    .map_err(|source| {
+        if guarded {
+            crate::guard::release(&path);
+        }
+        FuseError::Mount {
+            path: path.clone(),
+            source,
+        }
     })?;
 
     client.set_invalidate(Arc::new(crate::revoke::KernelCache {
@@ -288,6 +305,7 @@ pub fn mount(
     Ok(MountHandle {
         mountpoint: path,
         session: Some(session),
+        guarded,
     })
 }
 
@@ -356,14 +374,14 @@ fn raise_read_ahead(mountpoint: &Path) {
 
 /// One line of `/proc/self/mountinfo`, the parts needed here.
 #[derive(Debug, PartialEq, Eq)]
-struct MountInfo {
+pub(crate) struct MountInfo {
     /// `major:minor` of the mounted file system.
     dev: String,
-    fstype: String,
+    pub(crate) fstype: String,
 }
 
 /// The most recent mount on `mountpoint`, if any.
-fn find_mount(mountinfo: &str, mountpoint: &Path) -> Option<MountInfo> {
+pub(crate) fn find_mount(mountinfo: &str, mountpoint: &Path) -> Option<MountInfo> {
     use std::os::unix::ffi::OsStrExt;
     let want = mountpoint.as_os_str().as_bytes();
     mountinfo.lines().rev().find_map(|line| {

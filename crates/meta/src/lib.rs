@@ -6,9 +6,11 @@
 //! cross-shard transaction: `route`, `multi`, `twopc`, `held`; see
 //! `docs/metadata.md`): a read transaction for reads, one write transaction committed
 //! once for every change, so an operation is all done or not at all, even
-//! across a crash. The crate is synchronous (no async): the network layer
+//! across a crash. Requests are served synchronously: the network layer
 //! calls `handle` from many blocking threads; redb admits one writer at a time
-//! and any number of readers beside it. Durability follows
+//! and any number of readers beside it. A replicated shard's Raft group
+//! (`replica`, over `weft-raft`) is async; the synchronous operations take
+//! turns with its runtime through `bridge`. Durability follows
 //! [`MetaSpec::durable`]: `Durability::Immediate` (fsync per commit) or
 //! commits without an fsync made durable together by the shard's journal
 //! (an append and an `fdatasync`, with a durable redb commit now and then
@@ -27,6 +29,7 @@
 //! | `meta`    | `&str`               | `u64` |
 //! | `intents` | `u64` txid           | prepared cross-shard change (postcard) |
 //! | `decisions` | `u64` txid         | a coordinated transaction's fate (postcard) |
+//! | `locks`   | `u64` ino            | the inode's byte-range locks (replicated shards) |
 //!
 //! The big-endian inode prefix makes one directory (one inode's xattrs) a
 //! contiguous key range in name (byte) order: `ReadDir` pages are range scans
@@ -62,16 +65,21 @@
 //!
 //! POSIX ACLs (`acl`): stored as the xattrs the kernel hands over; the
 //! mode follows an access ACL, chmod rewrites it, new inodes inherit a
-//! parent's default ACL. Byte-range locks (`locks`) live in memory, per
-//! shard, for every client of the file system.
+//! parent's default ACL. Byte-range locks (`locks`) are held per shard for
+//! every client of the file system: in memory on a shard with one copy,
+//! and also in the shard's `locks` table through its Raft group on a
+//! replicated shard, so they survive a failover.
 //!
 //! `fsck` checks the records of every shard of a file system.
 //!
 //! A shard may be replicated (`replica`): its writes then commit through
 //! its Raft group (`txn`), and only the leader serves.
 //!
-//! Not yet: directory splitting, quotas per user, atime updates on read
-//! (`noatime`; clients set atime explicitly).
+//! A directory that grows past the file system's `dir_split` spreads its
+//! entries over every shard by name hash (`splitting`, `ops::split`).
+//!
+//! Not yet: quotas per user, atime updates on read (`noatime`; clients set
+//! atime explicitly).
 
 /// Test code: a store over shard 0's transaction `txn`, bound to `s`.
 #[cfg(test)]

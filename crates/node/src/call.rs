@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use crate::error::{NodeError, Result};
 use bytes::Bytes;
 use weft_net::{NetError, Pool};
 use weft_proto::{ErrorKind, QuorumRequest, Request, Response};
@@ -26,7 +26,9 @@ pub async fn call_manager_at(
     req: QuorumRequest,
 ) -> Result<(Response, String)> {
     if addrs.is_empty() {
-        bail!("no quorum node address is known: check node.toml's quorum_addrs");
+        return Err(NodeError::invalid(
+            "no quorum node address is known: check node.toml's quorum_addrs",
+        ));
     }
     let mut next: Option<String> = None;
     let mut i = 0usize;
@@ -54,7 +56,7 @@ pub async fn call_manager_at(
                 last_error = e.message.clone();
                 break;
             }
-            Ok(Err(NetError::Remote(e))) => bail!("{}", e.message),
+            Ok(Err(NetError::Remote(e))) => return Err(NodeError::Refused(e)),
             Ok(Err(e)) => {
                 last_error = e.to_string();
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -62,12 +64,11 @@ pub async fn call_manager_at(
             Err(_) => last_error = format!("{addr} did not answer within {CALL_TIMEOUT:?}"),
         }
     }
-    let reachable = reachable(pool, addrs).await;
-    bail!(
-        "no quorum: {reachable} of {} quorum nodes reachable ({last_error}); \
-         configuration changes need a majority — bring quorum nodes back or heal the network",
-        addrs.len()
-    )
+    Err(NodeError::NoQuorum {
+        reachable: reachable(pool, addrs).await,
+        known: addrs.len(),
+        last: last_error,
+    })
 }
 
 /// How many of `addrs` answer a configuration read within a second.
@@ -93,7 +94,11 @@ pub async fn change(
     use weft_proto::Response;
     match cluster.call_manager(QuorumRequest::Change(change)).await? {
         Response::Config(c) => Ok(*c),
-        Response::Error(e) => anyhow::bail!("{}", e.message),
-        other => anyhow::bail!("the cluster manager answered {other:?}"),
+        Response::Error(e) => Err(NodeError::Refused(e)),
+        other => Err(NodeError::Unexpected {
+            peer: "the cluster manager".into(),
+            request: "a configuration change",
+            answer: format!("{other:?}"),
+        }),
     }
 }

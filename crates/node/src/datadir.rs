@@ -15,7 +15,8 @@ use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use crate::error::{NodeError, Result};
+use crate::invalid;
 use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo, Roles,
     ShardInfo, Usage, CHAINS_PER_DISK, FORMAT_VERSION,
@@ -89,7 +90,7 @@ impl DataDir {
             return Ok(DirState::Cluster);
         }
         let mut entries = std::fs::read_dir(&self.root)
-            .with_context(|| format!("cannot read data directory {}", self.root.display()))?;
+            .map_err(|e| NodeError::io("read data directory", &self.root, e))?;
         if entries.next().is_none() {
             Ok(DirState::Empty)
         } else {
@@ -103,24 +104,22 @@ impl DataDir {
     /// Takes the daemon lock; fails if another daemon runs on this directory.
     pub fn lock(&self) -> Result<File> {
         let run = self.run_dir();
-        std::fs::create_dir_all(&run)
-            .with_context(|| format!("cannot create {}", run.display()))?;
+        std::fs::create_dir_all(&run).map_err(|e| NodeError::io("create", &run, e))?;
         let path = run.join("lock");
         let f = File::options()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+            .map_err(|e| NodeError::io("open", &path, e))?;
         // SAFETY: flock on a file descriptor we own; no memory is shared.
         let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             let who = std::fs::read_to_string(self.addr_file()).unwrap_or_default();
-            bail!(
-                "another weft daemon is running on {} ({}): stop it first",
-                self.root.display(),
-                who.trim()
-            );
+            return Err(NodeError::Locked {
+                dir: self.root.clone(),
+                holder: who.trim().to_string(),
+            });
         }
         Ok(f)
     }
@@ -130,13 +129,17 @@ impl DataDir {
 pub fn fs_capacity(path: &Path) -> Result<(u64, u64)> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes()).context("path holds a NUL byte")?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| NodeError::invalid(format!("{} holds a NUL byte", path.display())))?;
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out-pointer.
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("statvfs {}", path.display()));
+        return Err(NodeError::io(
+            "statvfs",
+            path,
+            std::io::Error::last_os_error(),
+        ));
     }
     let frsize = st.f_frsize as u64;
     Ok((st.f_blocks as u64 * frsize, st.f_bavail as u64 * frsize))
@@ -173,27 +176,29 @@ impl NsdType {
             _ => {}
         }
         let Some(list) = text.strip_prefix("device=") else {
-            bail!("--nsd-type {text}: give dir, file or device=/dev/vdb[,/dev/vdc...]");
+            invalid!("--nsd-type {text}: give dir, file or device=/dev/vdb[,/dev/vdc...]");
         };
         let mut out = Vec::new();
         for path in list.split(',').filter(|p| !p.is_empty()) {
             let p = PathBuf::from(path);
             if !p.is_absolute() {
-                bail!("--nsd-type device={path}: give an absolute path");
+                invalid!("--nsd-type device={path}: give an absolute path");
             }
             if weft_nsd::NsdKind::of(&p) == weft_nsd::NsdKind::Dir {
-                bail!("--nsd-type device={path}: not a block device or a regular file");
+                invalid!("--nsd-type device={path}: not a block device or a regular file");
             }
             let len = std::fs::File::open(&p)
                 .and_then(|mut f| {
                     use std::io::Seek;
                     f.seek(std::io::SeekFrom::End(0))
                 })
-                .with_context(|| format!("--nsd-type device={path}: cannot open it"))?;
+                .map_err(|e| {
+                    NodeError::invalid(format!("--nsd-type device={path}: cannot open it: {e}"))
+                })?;
             out.push((p, len));
         }
         if out.is_empty() {
-            bail!("--nsd-type device=: name at least one device");
+            invalid!("--nsd-type device=: name at least one device");
         }
         Ok(NsdType::Devices(out))
     }
@@ -256,7 +261,7 @@ pub fn plan_cluster(
         })
         .collect();
     let Some(table) = plan_chain_table("system", 1, &nsds, 1, nsds.len() * CHAINS_PER_DISK) else {
-        bail!("cannot build a chain table over {} NSDs", nsds.len());
+        invalid!("cannot build a chain table over {} NSDs", nsds.len());
     };
     let total: u64 = nsds.iter().map(|n| n.size).sum();
     let fs = FsInfo {

@@ -3,7 +3,7 @@
 //! of the last configuration it saw (`DATA/config-cache.json`), which keeps
 //! I/O going while the quorum is unreachable.
 
-use anyhow::{Context, Result};
+use crate::error::{NodeError, Result};
 use weft_net::{Pool, Secret};
 use weft_proto::config::ClusterConfig;
 
@@ -39,8 +39,9 @@ impl Local {
     pub fn open(data: &std::path::Path) -> Result<Local> {
         let dir = DataDir::new(data);
         let node = NodeConfig::load(&dir.root.join("node.toml"))?;
-        let secret =
-            Secret::load(&dir.secret()).context("cannot read the cluster secret (run as root?)")?;
+        let secret = Secret::load(&dir.secret()).map_err(|e| {
+            NodeError::from(e).during("cannot read the cluster secret (run as root?)")
+        })?;
         let mut quorum_addrs = node.quorum_addrs.clone();
         if let Some(c) = load_cache(&dir) {
             for n in c.nodes.iter().filter(|n| n.roles.quorum) {

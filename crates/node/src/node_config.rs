@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use crate::error::{NodeError, Result};
+use crate::invalid;
 use serde::{Deserialize, Serialize};
 use weft_proto::config::Roles;
 
@@ -70,13 +71,13 @@ pub fn parse_roles(text: &str) -> Result<Roles> {
             "meta" => r.meta = true,
             "nsd" => r.nsd = true,
             "client" => client = true,
-            other => bail!(
+            other => invalid!(
                 "--roles: unknown role {other:?}: give a comma list of quorum, meta, nsd, client (e.g. --roles quorum,meta,nsd)"
             ),
         }
     }
     if !client && !r.quorum && !r.meta && !r.nsd {
-        bail!("--roles is empty: give a comma list of quorum, meta, nsd, client");
+        invalid!("--roles is empty: give a comma list of quorum, meta, nsd, client");
     }
     Ok(r)
 }
@@ -100,73 +101,74 @@ pub fn roles_list(r: Roles) -> Vec<String> {
 
 impl NodeConfig {
     pub fn roles(&self) -> Result<Roles> {
-        parse_roles(&self.roles.join(",")).context("node.toml field `roles`")
+        parse_roles(&self.roles.join(",")).map_err(|e| e.during("node.toml field `roles`"))
     }
 
     /// Checks every field; the error names the field and what to write.
     pub fn validate(&self) -> Result<()> {
         if self.version != NODE_CONFIG_VERSION {
-            bail!(
+            invalid!(
                 "node.toml field `version` is {}, this weft reads version {NODE_CONFIG_VERSION}: use a weft release of that version",
                 self.version
             );
         }
         if self.cluster_id.len() != 16 || !self.cluster_id.chars().all(|c| c.is_ascii_hexdigit()) {
-            bail!("node.toml field `cluster_id` must be 16 hex digits (as `weft cluster init` writes it)");
+            invalid!("node.toml field `cluster_id` must be 16 hex digits (as `weft cluster init` writes it)");
         }
         if self.node_id == 0 {
-            bail!("node.toml field `node_id` must be at least 1");
+            invalid!("node.toml field `node_id` must be at least 1");
         }
         if self.node_name.is_empty() {
-            bail!("node.toml field `node_name` is empty: give the node's name");
+            invalid!("node.toml field `node_name` is empty: give the node's name");
         }
         if crate::http::parse(&self.http).is_err() {
-            bail!(
+            invalid!(
                 "node.toml field `http` = {:?} is not an address:port (e.g. \"127.0.0.1:9191\") or \"none\"",
                 self.http
             );
         }
         if self.listen.parse::<std::net::SocketAddr>().is_err() {
-            bail!(
+            invalid!(
                 "node.toml field `listen` = {:?} is not an address:port (e.g. \"10.0.0.1:1191\")",
                 self.listen
             );
         }
         self.roles()?;
         if self.pagepool < 16 << 20 {
-            bail!("node.toml field `pagepool` is below 16 MiB: give at least 16777216");
+            invalid!("node.toml field `pagepool` is below 16 MiB: give at least 16777216");
         }
         if !(1..=3600).contains(&self.failure_detection_time) {
-            bail!("node.toml field `failure_detection_time` must be 1 to 3600 seconds");
+            invalid!("node.toml field `failure_detection_time` must be 1 to 3600 seconds");
         }
         Ok(())
     }
 
     pub fn load(path: &Path) -> Result<NodeConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| {
-            format!(
-                "cannot read {}: is this a node's data directory (made by `weft cluster init` or `weft node join`)?",
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            NodeError::invalid(format!(
+                "cannot read {}: is this a node's data directory (made by `weft cluster init` or `weft node join`)? ({e})",
                 path.display()
-            )
+            ))
         })?;
-        let c: NodeConfig =
-            toml::from_str(&text).with_context(|| format!("{} is not valid", path.display()))?;
+        let c: NodeConfig = toml::from_str(&text)
+            .map_err(|e| NodeError::invalid(format!("{} is not valid: {e}", path.display())))?;
         c.validate()
-            .with_context(|| format!("{} is not valid", path.display()))?;
+            .map_err(|e| e.during(format!("{} is not valid", path.display())))?;
         Ok(c)
     }
 
     /// Writes the file (through a temporary file and rename).
     pub fn save(&self, path: &Path) -> Result<()> {
         self.validate()?;
-        let body = toml::to_string_pretty(self).context("cannot encode node.toml")?;
+        let body = toml::to_string_pretty(self)
+            .map_err(|e| NodeError::invalid(format!("cannot encode node.toml: {e}")))?;
         let text = format!(
             "# Weft node configuration: read by `weft node run`. Every field is described in\n\
              # crates/node/src/node_config.rs; change with care while the node is stopped.\n{body}"
         );
         let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&tmp, text).map_err(|e| NodeError::io("write", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| NodeError::io("write", path, e))?;
         Ok(())
     }
 }

@@ -23,6 +23,7 @@ use weft_proto::config::ClusterConfig;
 use super::daemon::{nsd_spec, NetTransport};
 use crate::datadir::DataDir;
 use crate::router::Node;
+use crate::wiring::{BarrierFor, PeersFor};
 
 /// Meta shard and NSD placement this node has opened.
 #[derive(Default)]
@@ -74,14 +75,6 @@ impl ShardRole {
         }
     }
 }
-
-/// Makes the data barrier of a file system's metadata shard.
-pub(super) type BarrierFor =
-    dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::DataBarrier> + Send + Sync;
-
-/// Makes how a file system's metadata shard reaches its other shards.
-pub(super) type PeersFor =
-    dyn Fn(weft_proto::types::FsId) -> Arc<dyn weft_meta::ShardPeers> + Send + Sync;
 
 /// What a shard served here needs besides its database.
 pub(super) struct ShardWiring<'a> {
@@ -312,9 +305,11 @@ pub(super) async fn reconcile(
                         served.incomplete();
                         continue;
                     }
-                    if existed {
+                    if existed && cfg.nodes.len() > 1 {
                         // Clients of other nodes kept their files open while
-                        // this node was down.
+                        // this node was down. A cluster of one node (`weft
+                        // up`) has none: its files unlinked while open are
+                        // freed by its own client at start.
                         m.ask_for_opens();
                     }
                     node.add_meta(fs.id, m);
@@ -355,6 +350,7 @@ pub(super) async fn reconcile(
     }
     match NsdServer::open(specs, &cfg.cluster_id) {
         Ok(s) => {
+            report_recovery(cfg, &s);
             // Before the first request: a disk that missed writes takes
             // none routed by the tables it missed.
             s.set_chain_states(states);
@@ -363,5 +359,28 @@ pub(super) async fn reconcile(
             info!(nsds = ?served.nsds, "serving NSDs");
         }
         Err(e) => warn!(error = %e, "cannot open the NSDs"),
+    }
+}
+
+/// Says what the NSDs recovered at open after an unclean stop (a crash or a
+/// power cut), so the user knows which files to check.
+fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
+    for (id, r) in nsd.recovered() {
+        if r.is_clean() {
+            continue;
+        }
+        let name = config
+            .nsd(id)
+            .map_or_else(|| id.to_string(), |n| n.name.clone());
+        let place = config.nsd(id).map(|n| n.device.clone()).unwrap_or_default();
+        let text = format!(
+            "{name} recovered from an unclean stop: {} chunk(s) changed in place re-checksummed \
+             from their bytes ({} rebuilt), {} chunk(s) whose data never reached the disk set aside \
+             in {place}/damaged (they read as holes), {} new chunk(s) whose data reached the disk \
+             in part re-checksummed from their bytes (zeros where it did not)",
+            r.rechecked, r.rewritten, r.torn, r.unsettled
+        );
+        warn!(nsd = %name, "{text}");
+        println!("weft: {text}");
     }
 }

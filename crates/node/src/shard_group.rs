@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use crate::error::{NodeError, Result};
 use bytes::Bytes;
 use weft_client::Cluster;
 use weft_proto::config::FsInfo;
@@ -55,7 +55,7 @@ pub async fn call(
         Ok((resp, _)) => Ok(resp),
         // The shard's refusal, for the caller to look at.
         Err(weft_net::NetError::Remote(e)) => Ok(Response::Error(e)),
-        Err(e) => Err(e).with_context(|| format!("shard {shard}")),
+        Err(e) => Err(NodeError::from(e).during(format!("shard {shard}"))),
     }
 }
 
@@ -84,10 +84,12 @@ pub async fn move_member(
     let cfg = change(cluster, step(MoveStep::Begin)).await?;
     cluster.offer_config(&cfg);
     let Some(fs) = cfg.filesystems.iter().find(|f| f.name == fs_name).cloned() else {
-        bail!("file system {fs_name} is gone");
+        return Err(NodeError::invalid(format!("file system {fs_name} is gone")));
     };
     let Some(s) = fs.shards.iter().find(|s| s.id == shard).cloned() else {
-        bail!("{fs_name} has no shard {shard}");
+        return Err(NodeError::invalid(format!(
+            "{fs_name} has no shard {shard}"
+        )));
     };
     say(&format!(
         "shard {shard} of {fs_name}: {to_name} joins as a learner, then takes {from_name}'s place"
@@ -142,18 +144,28 @@ pub async fn catch_up(
             Response::Replica(_) => return Ok(()),
             Response::Error(e) if e.kind.is_retryable() || e.kind == ErrorKind::Busy => {
                 if Instant::now() >= deadline {
-                    bail!(
-                        "{member_name} has not caught up with shard {shard} in time ({}); \
-                         run the command again to go on",
-                        e.message
-                    );
+                    return Err(NodeError::OutOfTime {
+                        what: format!("{member_name} has not caught up with shard {shard}"),
+                        cause: e,
+                    });
                 }
                 say(&e.message);
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Response::Error(e) => bail!("shard {shard}: {}", e.message),
-            other => bail!("shard {shard} answered {other:?}"),
+            Response::Error(e) => {
+                return Err(NodeError::Refused(e).during(format!("shard {shard}")))
+            }
+            other => return Err(unexpected(shard, "a learner's catch-up", &other)),
         }
+    }
+}
+
+/// A shard's answer `answer` that `request` does not expect.
+fn unexpected(shard: ShardId, request: &'static str, answer: &Response) -> NodeError {
+    NodeError::Unexpected {
+        peer: format!("shard {shard}"),
+        request,
+        answer: format!("{answer:?}"),
     }
 }
 
@@ -178,11 +190,12 @@ pub async fn set_voters(
                 say(&e.message);
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Response::Error(e) => bail!(
-                "shard {shard}: changing its members: {}; run the command again to go on",
-                e.message
-            ),
-            other => bail!("shard {shard} answered {other:?}"),
+            Response::Error(e) => {
+                return Err(NodeError::Refused(e).during(format!(
+                    "shard {shard}: changing its members (run the command again to go on)"
+                )))
+            }
+            other => return Err(unexpected(shard, "a change of voters", &other)),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! `Secret::join_key`). A token never holds the secret itself; a node
 //! joining with it receives the secret sealed under the key.
 
-use anyhow::{bail, Context, Result};
+use crate::error::{NodeError, Result};
+use crate::invalid;
 use serde::{Deserialize, Serialize};
 use weft_net::Secret;
 use weft_proto::msg::JoinClaim;
@@ -54,10 +55,10 @@ impl Token {
     pub fn decode(text: &str) -> Result<Token> {
         let what = "the join token is malformed: copy it whole from `weft cluster token` (it starts with WEFT1-)";
         let Some(hex) = text.trim().strip_prefix(PREFIX) else {
-            bail!("{what}");
+            invalid!("{what}");
         };
         if hex.len() % 2 != 0 || hex.len() > 8192 {
-            bail!("{what}");
+            invalid!("{what}");
         }
         let bytes = (0..hex.len() / 2)
             .map(|i| {
@@ -65,13 +66,13 @@ impl Token {
                     .and_then(|p| u8::from_str_radix(p, 16).ok())
             })
             .collect::<Option<Vec<u8>>>()
-            .context(what)?;
-        let t: Token = postcard::from_bytes(&bytes).ok().context(what)?;
+            .ok_or_else(|| NodeError::invalid(what))?;
+        let t: Token = postcard::from_bytes(&bytes).map_err(|_| NodeError::invalid(what))?;
         if t.quorum_addrs.is_empty() {
-            bail!("{what}");
+            invalid!("{what}");
         }
         if t.claim.expires < now_secs() {
-            bail!(
+            invalid!(
                 "the join token expired {} s ago: make a new one with `weft cluster token --data DIR` on a quorum node",
                 now_secs() - t.claim.expires
             );

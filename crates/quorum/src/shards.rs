@@ -34,6 +34,7 @@
 mod growth;
 mod member_move;
 mod one_copy;
+mod placement;
 mod recovery;
 mod regrade;
 mod replica_count;
@@ -43,6 +44,7 @@ mod tests;
 pub use growth::grow_shard;
 pub use member_move::move_shard;
 pub use one_copy::shrink_shard;
+pub use placement::place_shards;
 pub use recovery::{plan_recovery, set_meta_recovery_wait, NodeView, Recovery, RecoveryPlan};
 pub use regrade::regrade_shard;
 pub use replica_count::set_meta_replicas;

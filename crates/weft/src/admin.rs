@@ -20,8 +20,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// Connects to the cluster whose daemon runs on `target.data`.
 pub async fn connect(target: &Target) -> Result<Arc<Cluster>> {
     let dir = DataDir::new(&target.data);
-    if dir.root.join("node.toml").exists() {
-        // A cluster node: read the configuration from any quorum node.
+    if dir.root.join("node.toml").exists() && !dir.config().exists() {
+        // A cluster node: read the configuration from any quorum node
+        // (`weft up`'s is reached at the address it runs on).
         let local = weft_node::local::Local::open(&target.data)?;
         let mut last = None;
         for addr in &local.quorum_addrs {

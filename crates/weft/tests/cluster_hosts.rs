@@ -5,7 +5,8 @@
 //! created on one node are listed and stat'ed on another; the cluster
 //! manager is killed with SIGKILL and replaced; a partitioned quorum node
 //! refuses changes while the majority goes on, and converges after healing;
-//! a second file system mounts beside the first on one node.
+//! a second file system mounts beside the first on one node; twenty file
+//! systems, each created on one node, mount at once on another.
 //! Bad input (tokens, a used data directory, stanzas) is refused clearly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -545,6 +546,34 @@ fn a_six_host_cluster_serves_one_namespace_and_survives_its_manager() {
         b"the second version"
     );
     c.weft_ok(&cl, &["umount", m_fs2.to_str().unwrap()]);
+
+    // A file system created on one node is mounted at once on another: the
+    // mounting node asks the quorum for what it has not heard of yet.
+    for i in 0..20 {
+        let name = format!("cm{i}");
+        let server = if i % 2 == 0 { "s1" } else { "s2" };
+        let dev = c.root.path().join(format!("nsd-{name}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        let stanza = c.root.path().join(format!("{name}.stanza"));
+        std::fs::write(
+            &stanza,
+            format!(
+                "%nsd: nsd=nsd-{name} device={} servers={server}\n",
+                dev.display()
+            ),
+        )
+        .unwrap();
+        let stanza = stanza.to_str().unwrap();
+        c.weft_ok(&q2, &["nsd", "create", "-F", stanza]);
+        c.weft_ok(&q2, &["fs", "create", &name, "-F", stanza, "-B", "256K"]);
+        let m = c.root.path().join(format!("mnt-{name}"));
+        std::fs::create_dir_all(&m).unwrap();
+        c.net.register_mount(&m);
+        c.weft_ok(&cl, &["mount", &name, m.to_str().unwrap()]);
+        std::fs::write(m.join("f"), name.as_bytes()).unwrap();
+        assert_eq!(std::fs::read(m.join("f")).unwrap(), name.as_bytes());
+        c.weft_ok(&cl, &["umount", m.to_str().unwrap()]);
+    }
 
     for m in [&m_cl, &m_q2] {
         c.weft_ok(

@@ -3,8 +3,10 @@
 //! Here: three nodes mount fs0, show in `weft node list`; a node killed
 //! with SIGKILL shows down; SIGTERM stops every node and unmounts; a second
 //! start finds the files again. With `-m 2`, every shard has two replicas
-//! and a witness over the three nodes, and killing a node that leads shards
-//! leaves every file and directory reachable, and creates going on.
+//! and a witness over the three nodes, and killing node1 (the manager,
+//! which leads a shard) leaves the mount, every file and directory
+//! reachable, and creates going on; killing the `weft up` process leaves
+//! the mount point refusing writes.
 //!
 //! - `up_nodes/replica_changes.rs`: `weft fs set -m 3`, `-m 2`, `-m 1` and
 //!   `weft meta move` while a writer creates files, with nodes killed.
@@ -185,7 +187,7 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
     std::fs::create_dir_all(&mnt).unwrap();
     // Apart from the other test's ports (both may run at once).
     let port = 20000 + ((std::process::id() + 7) % 20000) as u16;
-    let _up = up_with(root, port, &["-m", "2"]);
+    let mut up = up_with(root, port, &["-m", "2"]);
     wait("the mount", Duration::from_secs(90), || mounted(&mnt));
     let served = |list: &str| list.lines().filter(|l| l.contains(" serving ")).count();
     let mut list = String::new();
@@ -203,14 +205,15 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
             std::fs::write(mnt.join(format!("d{d}/f{f}")), format!("{d}/{f}")).unwrap();
         }
     }
-    // Kill a node other than node1 (whose daemon holds the mount) that
-    // leads a shard.
-    let victim = (2..=3)
-        .find(|k| {
-            list.lines()
-                .any(|l| l.split_whitespace().nth(2) == Some(&format!("node{k}")))
-        })
-        .unwrap_or(2);
+    // Kill node1: the cluster manager, which leads a shard. The mount is
+    // served by the `weft up` process itself (a client-only node), so it
+    // stays.
+    let victim = 1;
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("node1")),
+        "node1 leads no shard: {list}"
+    );
     let run = std::fs::read_to_string(data.join(format!("node{victim}/run/weft.addr"))).unwrap();
     let pid: i32 = run.lines().nth(1).unwrap().trim().parse().unwrap();
     // SAFETY: kill(2) on a node process this test started.
@@ -228,6 +231,7 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
                     .any(|r| r.split_whitespace().nth(2) == Some(&format!("node{victim}")))
         },
     );
+    assert!(mounted(&mnt), "the mount went with node1");
     for d in 0..6 {
         check_small_files(&mnt, d);
         std::fs::write(mnt.join(format!("d{d}/after")), b"x").unwrap();
@@ -238,6 +242,27 @@ fn three_local_nodes_with_two_metadata_replicas_outlive_a_node() {
             6
         );
     }
+    // The process serving the mount killed: the mount goes, and a write
+    // meant for it fails instead of landing in the directory beneath.
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(up.0.id() as i32, libc::SIGKILL);
+    }
+    let _ = up.0.wait();
+    for k in 2..=3 {
+        kill_node(&data, k);
+    }
+    wait("the dead mount gone", Duration::from_secs(30), || {
+        !mounted(&mnt)
+    });
+    let err = std::fs::write(mnt.join("lost"), b"x").unwrap_err();
+    let _ = Command::new("chattr").arg("-i").arg(&mnt).status();
+    assert_eq!(
+        err.raw_os_error(),
+        Some(libc::EPERM),
+        "a write into the unmounted mount point: {err}"
+    );
+    assert!(!mnt.join("lost").exists());
 }
 
 /// Kills node `k` of a `weft up --nodes` cluster with SIGKILL.

@@ -27,3 +27,39 @@ fn weft_up_keeps_its_configuration_in_a_raft_group_of_one() {
     );
     up.stop();
 }
+
+/// `weft up` is a cluster node like any other: cluster commands work on its
+/// data directory. Its mount point refuses writes while a killed `weft up`
+/// left it unmounted (nothing reaches the local disk beneath), and is an
+/// ordinary directory again after a clean stop.
+#[test]
+fn weft_up_is_a_cluster_node_and_guards_its_mount_point() {
+    let td = test_dir("up-node");
+    let mut up = WeftUp::start("up-node", td.path(), &[]);
+    let list = ok(
+        "node list",
+        &run_weft(
+            &up.root,
+            &["node", "list", "--data", up.data.to_str().unwrap()],
+        ),
+    );
+    assert!(
+        list.lines().any(|l| l.contains("quorum,meta,nsd")
+            && l.contains("active")
+            && l.contains("manager")),
+        "{list}"
+    );
+    std::fs::write(up.m("kept"), b"before the crash").unwrap();
+    std::fs::File::open(up.m("kept"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    up.crash();
+    let err = std::fs::write(up.mnt.join("lost"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM), "{err}");
+    up.restart();
+    assert_eq!(std::fs::read(up.m("kept")).unwrap(), b"before the crash");
+    up.stop();
+    std::fs::write(up.mnt.join("plain"), b"an ordinary directory").unwrap();
+    std::fs::remove_file(up.mnt.join("plain")).unwrap();
+}

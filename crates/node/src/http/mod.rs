@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use crate::error::{NodeError, Result};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -68,25 +68,28 @@ pub fn parse(addr: &str) -> Result<Option<SocketAddr>> {
         return Ok(None);
     }
     addr.parse().map(Some).map_err(|_| {
-        anyhow!(
+        NodeError::invalid(format!(
             "--http {addr:?} is not an address:port (e.g. --http 127.0.0.1:9191, or --http none)"
-        )
+        ))
     })
 }
 
 /// Binds the listener now, so a taken address fails the start.
 pub fn bind(addr: SocketAddr) -> Result<std::net::TcpListener> {
     let l = std::net::TcpListener::bind(addr).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AddrInUse => anyhow!(
+        std::io::ErrorKind::AddrInUse => NodeError::invalid(format!(
             "cannot serve metrics and the dashboard on {addr}: the address is in use \
              (another Weft node?) — give another with --http ADDR, or --http none"
-        ),
-        _ => anyhow!(
+        )),
+        _ => NodeError::invalid(format!(
             "cannot serve metrics and the dashboard on {addr}: {e} — give another with --http ADDR"
-        ),
+        )),
     })?;
     l.set_nonblocking(true)
-        .context("cannot make the HTTP listener non-blocking")?;
+        .map_err(|source| NodeError::System {
+            action: "make the HTTP listener non-blocking",
+            source,
+        })?;
     Ok(l)
 }
 
@@ -96,12 +99,16 @@ pub fn start(
     source: Source,
     rt: &tokio::runtime::Handle,
 ) -> Result<SocketAddr> {
-    let local = listener
-        .local_addr()
-        .context("the HTTP listener has no address")?;
+    let local = listener.local_addr().map_err(|source| NodeError::System {
+        action: "read the HTTP listener's address",
+        source,
+    })?;
     let listener = {
         let _in = rt.enter();
-        tokio::net::TcpListener::from_std(listener).context("cannot serve the HTTP listener")?
+        tokio::net::TcpListener::from_std(listener).map_err(|source| NodeError::System {
+            action: "serve the HTTP listener",
+            source,
+        })?
     };
     let history = Arc::new(History::default());
     rt.spawn(history.clone().run());
@@ -176,10 +183,12 @@ impl App {
                 let go = Cluster::connect_local(addr, handler.clone(), secret.clone(), name);
                 tokio::time::timeout(CONNECT_TIMEOUT, go)
                     .await
-                    .map_err(|_| anyhow!("this node does not answer"))??
+                    .map_err(|_| NodeError::Unreachable {
+                        who: "this node".into(),
+                    })??
             }
             Connect::Quorum { addrs, secret } => {
-                let mut last = anyhow!("no quorum node is known");
+                let mut last = NodeError::invalid("no quorum node is known");
                 let mut found = None;
                 for a in addrs {
                     let go = Cluster::connect(a, secret.clone(), name);
@@ -188,8 +197,12 @@ impl App {
                             found = Some(c);
                             break;
                         }
-                        Ok(Err(e)) => last = anyhow!("quorum node {a}: {e}"),
-                        Err(_) => last = anyhow!("quorum node {a} does not answer"),
+                        Ok(Err(e)) => last = NodeError::from(e).during(format!("quorum node {a}")),
+                        Err(_) => {
+                            last = NodeError::Unreachable {
+                                who: format!("quorum node {a}"),
+                            }
+                        }
                     }
                 }
                 found.ok_or(last)?
@@ -216,7 +229,7 @@ impl App {
 async fn health(State(app): State<Arc<App>>) -> Response {
     match app.gathered().await {
         Ok(g) => json(&g.findings()),
-        Err(e) => unavailable(format!("cannot reach the cluster: {e:#}")),
+        Err(e) => unavailable(format!("cannot reach the cluster: {e}")),
     }
 }
 
@@ -230,7 +243,7 @@ async fn overview(State(app): State<Arc<App>>) -> Response {
             };
             json(&view::overview(&g, &me))
         }
-        Err(e) => unavailable(format!("cannot reach the cluster: {e:#}")),
+        Err(e) => unavailable(format!("cannot reach the cluster: {e}")),
     }
 }
 

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use super::error::ResyncError;
+
+type Result<T, E = ResyncError> = std::result::Result<T, E>;
 use tracing::{info, warn};
 use weft_net::Pool;
 use weft_proto::config::{ClusterConfig, DiskStatus};

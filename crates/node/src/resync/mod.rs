@@ -29,8 +29,13 @@
 //! `cleanup.rs` removes the chunks of chains that let go of an `up` disk.
 
 mod cleanup;
+mod error;
 mod pass;
 mod requests;
+mod service;
+
+pub use error::ResyncError;
+pub use service::ResyncService;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use super::error::ResyncError;
+
+type Result<T, E = ResyncError> = std::result::Result<T, E>;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use tracing::{info, warn};
@@ -64,10 +66,12 @@ fn sources(cfg: &ClusterConfig, nsd: NsdId) -> Result<BTreeMap<NsdId, BTreeSet<(
                     Some(src) => {
                         out.entry(*src).or_default().insert((fs.id, i as u32));
                     }
-                    None => bail!(
-                        "chain {i} of file system {} has no up member to copy from; the resync waits for one",
-                        fs.name
-                    ),
+                    None => {
+                        return Err(ResyncError::NoSource {
+                            fs: fs.name.clone(),
+                            chain: i as u32,
+                        })
+                    }
                 }
             }
         }
@@ -184,8 +188,15 @@ pub(super) async fn resync(
             let barrier = NsdRequest::Barrier { nsds: vec![nsd] };
             match call(pool, cfg, nsd, barrier, Bytes::new()).await {
                 Ok((Response::Unit, _)) => {}
-                Ok((other, _)) => bail!("NSD {nsd} answered {other:?} to a barrier"),
-                Err(e) => bail!("cannot make NSD {nsd} durable: {e}"),
+                Ok((other, _)) => return Err(ResyncError::unexpected(nsd, "a barrier", &other)),
+                Err(source) => {
+                    return Err(ResyncError::Call {
+                        action: "make durable",
+                        nsd,
+                        chunk: None,
+                        source,
+                    })
+                }
             }
             let secs = started.elapsed().as_secs_f64();
             info!(
@@ -207,5 +218,7 @@ pub(super) async fn resync(
             "resync pass"
         );
     }
-    bail!("chunks kept changing for {MAX_PASSES} passes")
+    Err(ResyncError::KeptChanging {
+        passes: MAX_PASSES as u32,
+    })
 }

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Result};
+use super::error::ResyncError;
+
+type Result<T, E = ResyncError> = std::result::Result<T, E>;
 use bytes::Bytes;
 use weft_net::{NetError, Pool};
 use weft_proto::config::ClusterConfig;
@@ -22,12 +24,10 @@ const LEARN_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The NSD server address of `nsd`.
 fn addr_of(cfg: &ClusterConfig, nsd: NsdId) -> Result<String> {
-    let n = cfg
-        .nsd(nsd)
-        .ok_or_else(|| anyhow!("NSD {nsd} is not in the configuration"))?;
+    let n = cfg.nsd(nsd).ok_or(ResyncError::UnknownNsd { nsd })?;
     cfg.node(n.node)
         .map(|n| n.addr.clone())
-        .ok_or_else(|| anyhow!("the server node of NSD {nsd} is not in the configuration"))
+        .ok_or(ResyncError::UnknownServer { nsd })
 }
 
 /// Sends `req` to the server of `nsd`.
@@ -71,13 +71,20 @@ pub(super) async fn list_all(
                 after = Some(last.chunk);
                 out.extend(page);
             }
-            Ok((other, _)) => bail!("NSD {nsd} answered {other:?} to a chunk listing"),
+            Ok((other, _)) => return Err(ResyncError::unexpected(nsd, "a chunk listing", &other)),
             Err(NetError::Remote(e))
                 if e.kind == ErrorKind::ChainChanged && started.elapsed() < LEARN_TIMEOUT =>
             {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            Err(e) => bail!("cannot list the chunks of NSD {nsd}: {e}"),
+            Err(source) => {
+                return Err(ResyncError::Call {
+                    action: "list the chunks of",
+                    nsd,
+                    chunk: None,
+                    source,
+                })
+            }
         }
     }
 }
@@ -117,8 +124,15 @@ pub(super) async fn copy_one(
             };
             let data = match call(pool, cfg, src, read, Bytes::new()).await {
                 Ok((Response::ChunkRead { .. }, d)) => d,
-                Ok((other, _)) => bail!("NSD {src} answered {other:?} to a read"),
-                Err(e) => bail!("cannot read {chunk:?} from NSD {src}: {e}"),
+                Ok((other, _)) => return Err(ResyncError::unexpected(src, "a read", &other)),
+                Err(source) => {
+                    return Err(ResyncError::Call {
+                        action: "read a chunk from",
+                        nsd: src,
+                        chunk: Some(chunk),
+                        source,
+                    })
+                }
             };
             // The copy must be the version it is labelled with.
             let now = NsdRequest::ChunkVersion { nsd: src, chunk };
@@ -128,8 +142,17 @@ pub(super) async fn copy_one(
                     done.raced = 1;
                     return Ok(done);
                 }
-                Ok((other, _)) => bail!("NSD {src} answered {other:?} to a version request"),
-                Err(e) => bail!("cannot ask NSD {src} for a version: {e}"),
+                Ok((other, _)) => {
+                    return Err(ResyncError::unexpected(src, "a version request", &other))
+                }
+                Err(source) => {
+                    return Err(ResyncError::Call {
+                        action: "ask for a chunk's version",
+                        nsd: src,
+                        chunk: Some(chunk),
+                        source,
+                    })
+                }
             }
             (data, Some(v))
         }
@@ -151,8 +174,15 @@ pub(super) async fn copy_one(
         }
         Ok((Response::Applied(true), _)) => done.removed = 1,
         Ok((Response::Applied(false), _)) => done.raced = 1,
-        Ok((other, _)) => bail!("NSD {dst} answered {other:?} to a chunk copy"),
-        Err(e) => bail!("cannot copy {chunk:?} to NSD {dst}: {e}"),
+        Ok((other, _)) => return Err(ResyncError::unexpected(dst, "a chunk copy", &other)),
+        Err(source) => {
+            return Err(ResyncError::Call {
+                action: "copy a chunk to",
+                nsd: dst,
+                chunk: Some(chunk),
+                source,
+            })
+        }
     }
     Ok(done)
 }

@@ -191,14 +191,20 @@ pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<Wo
     })
 }
 
-/// Each server node forwards chain writes through its own endpoint (on
-/// the current runtime).
+/// Each server node is wired as every node is (`crate::wiring`), its
+/// chain writes forwarded through its own endpoint (on the current
+/// runtime).
 pub(super) fn start_forwarders(world: &Arc<World>) {
     for addr in SERVERS {
         let w = Arc::downgrade(world);
         let config: crate::barrier::ConfigSource =
             Arc::new(move || w.upgrade().map(|w| w.config()));
-        let f = crate::chain::Forwarder::new(Arc::new(pool(world, addr)), config);
-        world.routers[addr].set_forwarder(Arc::new(f), tokio::runtime::Handle::current());
+        let pools = |_: &str, _: usize| Arc::new(pool(world, addr));
+        crate::wiring::Wiring::new(
+            &world.routers[addr],
+            &pools,
+            config,
+            &tokio::runtime::Handle::current(),
+        );
     }
 }

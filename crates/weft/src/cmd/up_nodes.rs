@@ -7,7 +7,9 @@
 //! meta role and each shard is a Raft group over that many of them). The
 //! first start creates the cluster
 //! with `cluster init` / `node join`, the NSDs and file system fs0; later
-//! starts run `node run` for each node. fs0 is mounted by node1's daemon.
+//! starts run `node run` for each node. The `weft up` process itself is a
+//! client-only node of the cluster (`DATA/client`, 127.0.0.(N+1)) and
+//! serves the mount of fs0, so any node may be killed while it stays.
 //! Ctrl-C or SIGTERM unmounts and stops every node.
 
 use std::io::{BufRead, BufReader};
@@ -17,7 +19,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::cluster::admin::{FsCreateArgs, MountArgs, NsdCreateArgs};
+use weft_node::builder::NodeBuilder;
+use weft_node::datadir::DataDir;
+use weft_node::local::Local;
+use weft_node::token::Token;
+
+use crate::cmd::cluster::admin::{FsCreateArgs, NsdCreateArgs};
+use crate::cmd::cluster::{JoinArgs, NodeOpts};
 use crate::size::show_size;
 use crate::Target;
 use weft_node::datadir::DEFAULT_FS;
@@ -289,26 +297,72 @@ pub fn run(plan: NodesPlan) -> Result<()> {
         plan.data.display(),
         plan.data.display()
     );
-    if let Some(m) = &plan.mount {
-        // node1 serves the mount once it has seen fs0.
-        retry("mount fs0", || {
-            crate::cmd::cluster::admin::mount(MountArgs {
-                fs: DEFAULT_FS.into(),
-                path: m.clone(),
-                target: target.clone(),
-            })
-        })?;
-    }
-    println!(
-        "weft: ready; `weft node list --data {}` shows the nodes; Ctrl-C or SIGTERM stops them all",
-        target.data.display()
-    );
-    let rt = crate::admin::runtime()?;
-    rt.block_on(weft_node::daemon::wait_for_signal())?;
-    println!("weft: stopping {} nodes", plan.nodes);
+    // This process is a client-only node of the cluster and serves the
+    // mount itself, so any of the N nodes may be killed and the mount stays.
+    let client = client_node(&plan, &target)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("weft")
+        .build()
+        .context("cannot start the async runtime")?;
+    let result: Result<()> = rt.block_on(async {
+        let node = NodeBuilder::new(&client).start().await?;
+        let served: Result<()> = async {
+            if let Some(m) = &plan.mount {
+                node.mount(DEFAULT_FS, m)
+                    .await
+                    .with_context(|| format!("cannot mount {DEFAULT_FS} on {}", m.display()))?;
+                println!("weft: {DEFAULT_FS} mounted on {} (served by this process, a client node of the cluster)", m.display());
+            }
+            println!(
+                "weft: ready; `weft node list --data {}` shows the nodes; Ctrl-C or SIGTERM stops them all",
+                target.data.display()
+            );
+            Ok(weft_node::daemon::wait_for_signal().await?)
+        }
+        .await;
+        println!("weft: stopping {} nodes", plan.nodes);
+        node.stop().await;
+        served
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
     drop(children);
     if let Some(m) = &plan.mount {
         println!("weft: unmounted {}", m.display());
     }
-    Ok(())
+    result
+}
+
+/// The data directory of this process's own client-only node
+/// (`DATA/client`), joined to the cluster on the first start (or the first
+/// start of a cluster made before the mount moved here) with a token made
+/// from node1's directory.
+fn client_node(plan: &NodesPlan, node1: &Target) -> Result<DataDir> {
+    let dir = DataDir::new(&plan.data.join("client"));
+    if dir.root.join("node.toml").exists() {
+        return Ok(dir);
+    }
+    let local = Local::open(&node1.data)?;
+    let token = Token::new(
+        &local.secret,
+        &local.node.cluster_id,
+        local.quorum_addrs.clone(),
+        600,
+    );
+    crate::cmd::cluster::join_node(&JoinArgs {
+        token: token.encode(),
+        node: NodeOpts {
+            data: dir.root.clone(),
+            listen: addr(plan.nodes + 1, plan.port),
+            roles: Some("client".into()),
+            node_name: Some("client".into()),
+            pagepool: plan.pagepool.to_string(),
+            failure_detection_time: plan.failure_detection_time,
+            // The mount's metrics, beside the nodes' own.
+            http: match plan.http {
+                Some(h) => addr(plan.nodes + 1, h.port()),
+                None => "none".into(),
+            },
+        },
+    })
 }

@@ -67,7 +67,7 @@ pub const POLL_CMD_SECS: &str = "20";
 /// What the nodes log: warnings, and the cluster's and clients' decisions
 /// (disk status changes, failure reports, resyncs). WEFT_IT_NODE_LOG
 /// replaces it.
-pub const NODE_LOG: &str = "warn,weft::cluster=info,weft_client=info";
+pub const NODE_LOG: &str = "warn,weft_node=info,weft_client=info";
 
 /// Elapsed-time progress lines.
 #[derive(Clone, Copy)]

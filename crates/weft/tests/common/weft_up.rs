@@ -281,6 +281,13 @@ impl WeftUp {
             let _ = wait_bounded(&mut child, Duration::from_secs(10));
         }
         force_unmount(&self.mnt);
+        // A killed `weft up` leaves its mount point immutable (writes into
+        // it fail while it is not mounted): writable again for the cleanup.
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.mnt)
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 
     /// Runs `weft ARGS… --data DATA` (an admin command of this cluster).

@@ -8,15 +8,16 @@
 //!   shard serves again, the mount reads its file from the NSDs again (its
 //!   open waits for the take-over, which waits for the clients to drop the
 //!   shard), and the other shards' files still from its cache.
-//! - Then a node other than node1 (whose daemon holds the mount) is killed.
+//! - Then a node other than node1 is killed.
 //!   Once every shard is led by a live node, the file of the shard that
 //!   node held no copy of still reads from the cache.
 
 use super::*;
 
-/// NSD reads the mount's client (in node1's daemon) has sent.
+/// NSD reads the mount's client (in the `weft up` process, a client-only
+/// node of the cluster) has sent.
 fn nsd_reads(data: &Path) -> u64 {
-    let http = std::fs::read_to_string(data.join("node1/run/http.addr")).unwrap();
+    let http = std::fs::read_to_string(data.join("client/run/http.addr")).unwrap();
     let metrics = http_get(http.trim(), "/metrics");
     metrics
         .lines()

@@ -115,7 +115,7 @@ fn a_lost_nodes_shard_members_move_and_their_groups_outlive_the_next_loss() {
     );
 
     // A second member of a group node4 was in dies: the group keeps two of
-    // its three members. node1 holds the mount and stays.
+    // its three members (node1 stays).
     let rows = shards(&list);
     let (shard, members, _) = rows
         .iter()

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use weft_proto::config::{
     plan_chain_table, Availability, ClusterConfig, DiskStatus, FsInfo, NodeInfo, NsdInfo,
-    ShardInfo, CHAINS_PER_DISK, FORMAT_VERSION, MAX_CHAINS,
+    CHAINS_PER_DISK, FORMAT_VERSION, MAX_CHAINS,
 };
 use weft_proto::layout::{subblock_size, valid_block_size, DEFAULT_BLOCK};
 use weft_proto::msg::{ConfigChange, NodeRequest, QuorumRequest};
@@ -105,34 +105,6 @@ pub struct FsCreateArgs {
 
 /// Most metadata shards a file system can have.
 pub const MAX_META_SHARDS: u16 = 4096;
-
-/// Shards `0..count` placed round-robin over `nodes`, `replicas` copies
-/// each on distinct nodes (shard *k*'s on nodes *k*, *k*+1, …). A shard
-/// with two replicas gets the next node as its witness when there is one,
-/// so it keeps a Raft majority when a node is lost. The caller checks that
-/// there are nodes enough.
-pub fn place_shards(count: u16, nodes: &[u32], replicas: u8) -> Vec<ShardInfo> {
-    let n = nodes.len().max(1);
-    let at = |k: usize| nodes.get(k % n).copied().unwrap_or(0);
-    (0..count)
-        .map(|id| {
-            let k = usize::from(id);
-            if replicas <= 1 {
-                return ShardInfo::single(id, at(k));
-            }
-            let holders: Vec<u32> = (0..usize::from(replicas)).map(|r| at(k + r)).collect();
-            ShardInfo {
-                id,
-                node: holders[0],
-                replicas: holders,
-                witness: (replicas == 2 && n > 2).then(|| at(k + 2)),
-                moving: None,
-                regrade: None,
-                growing: false,
-            }
-        })
-        .collect()
-}
 
 #[derive(clap::Args)]
 pub struct MountArgs {
@@ -403,7 +375,7 @@ pub fn fs_create(args: FsCreateArgs) -> Result<()> {
                  a shard stops while either of its nodes is down"
             );
         }
-        let shards = place_shards(shard_count, &ids, args.meta_replicas);
+        let shards = weft_quorum::shards::place_shards(shard_count, &ids, args.meta_replicas);
         let placed_on = meta_nodes
             .iter()
             .map(|n| n.name.as_str())
@@ -475,6 +447,12 @@ async fn node_call(local: &Local, req: NodeRequest) -> Result<Response> {
 pub fn mount(args: MountArgs) -> Result<()> {
     let local = Local::open(&args.target.data)?;
     let path = std::path::absolute(&args.path).unwrap_or(args.path.clone());
+    if weft_fuse::clean_dead_mount(&path)? {
+        println!(
+            "weft: {} was a dead Weft mount (the process serving it was killed): detached it",
+            path.display()
+        );
+    }
     if !path.is_dir() {
         bail!(
             "mount point {} is not a directory: create it with `mkdir -p {}`",

@@ -213,11 +213,21 @@ pub fn init(args: InitArgs) -> Result<()> {
         dir.root.display()
     );
     println!("{}", token.encode());
-    daemon::run(&dir, daemon::FirstStart::Init(Box::new(config)))
+    Ok(daemon::run(
+        &dir,
+        daemon::FirstStart::Init(Box::new(config)),
+    )?)
 }
 
 /// `weft node join`.
 pub fn join(args: JoinArgs) -> Result<()> {
+    let dir = join_node(&args)?;
+    Ok(daemon::run(&dir, daemon::FirstStart::None)?)
+}
+
+/// Joins the cluster `args.token` names and writes the new node's data
+/// directory; the node is then started by its caller.
+pub fn join_node(args: &JoinArgs) -> Result<DataDir> {
     let token = Token::decode(&args.token)?;
     let (dir, roles, pagepool) = new_node_dir(&args.node, "quorum,meta,nsd")?;
     let req = JoinRequest {
@@ -313,13 +323,13 @@ pub fn join(args: JoinArgs) -> Result<()> {
         "weft: node {} joined cluster {} as node {node_id}",
         me.name, config.name
     );
-    daemon::run(&dir, daemon::FirstStart::None)
+    Ok(dir)
 }
 
 /// `weft node run`.
 pub fn run(target: crate::Target) -> Result<()> {
     let dir = DataDir::new(&target.data);
-    daemon::run(&dir, daemon::FirstStart::None)
+    Ok(daemon::run(&dir, daemon::FirstStart::None)?)
 }
 
 /// `weft cluster token`.

@@ -13,6 +13,7 @@ use weft_node::datadir::NsdType;
 
 const MAX_DISKS: u32 = 64;
 
+#[derive(Clone)]
 pub(super) struct Checked {
     pub(super) nsd_type: Option<NsdType>,
     pub(super) pagepool: u64,

@@ -1,9 +1,12 @@
 //! `weft up`: the embedded one-node cluster. Creates it on first start
-//! (4 directory NSDs, file system fs0), then runs the quorum (the Raft store
-//! of a cluster, as a group of one), meta and nsd roles behind one TCP
-//! listener on 127.0.0.1, connects a client to itself
+//! (4 directory NSDs, file system fs0), writes `DATA/node.toml` (node 1,
+//! roles quorum, meta and nsd, this start's options), then starts the node
+//! as every cluster node starts (`weft_node::builder`: its quorum a Raft
+//! group of one, listening on 127.0.0.1), connects a client to itself
 //! (through the node's router without the network, or through TCP with
 //! `--mount-over-tcp`), and mounts fs0 with FUSE until SIGINT or SIGTERM.
+//! Every cluster command (`weft node list --data DIR`, ...) works on its
+//! data directory.
 //!
 //! Its options are checked in `checked.rs` before anything is created, a
 //! new cluster is made in `creation.rs`, `--nodes` hands over to several
@@ -15,28 +18,22 @@ mod creation;
 mod mount;
 mod nodes;
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use weft_meta::{MetaServer, MetaSpec};
-use weft_net::{serve, Handler, Pool, Secret};
-use weft_nsd::NsdServer;
+use weft_node::builder::NodeBuilder;
+use weft_node::daemon::FirstStart;
+use weft_node::node_config::NodeConfig;
 use weft_proto::config::ClusterConfig;
 use weft_proto::layout::DEFAULT_BLOCK;
-use weft_quorum::{ConfigStore, FileStore};
+use weft_quorum::FileStore;
 
 use crate::size::show_size;
 use checked::check;
 use creation::create;
 use mount::{serve_until_signal, Listening};
 use nodes::run_nodes;
-use weft_node::barrier::NsdBarrier;
-use weft_node::daemon::nsd_spec;
 use weft_node::datadir::{DataDir, DirState, NewCluster, NsdType, DEFAULT_FS};
-use weft_node::manager::Manager;
-use weft_node::resync::{chain_states, Resyncs};
-use weft_node::router::{Node, QuorumRole};
 
 #[derive(clap::Args)]
 pub struct UpArgs {
@@ -140,7 +137,7 @@ pub fn run(args: UpArgs) -> Result<()> {
             create(&dir, &new, args.force)?;
             true
         }
-        DirState::Cluster if dir.root.join("node.toml").exists() => bail!(
+        DirState::Cluster if !dir.config().exists() => bail!(
             "{} is the data directory of a cluster node: start it with `weft node run --data {}`",
             dir.root.display(),
             dir.root.display()
@@ -148,251 +145,135 @@ pub fn run(args: UpArgs) -> Result<()> {
         DirState::Cluster => false,
     };
     // The format check comes first: an incompatible directory is left as it is.
-    let store = Arc::new(
-        FileStore::open(&dir.config())
-            .with_context(|| format!("cannot open the cluster in {}", dir.root.display()))?,
-    );
-    let _lock = dir.lock()?;
-    let secret = Secret::load(&dir.secret())?;
-    let http = checked.http.map(weft_node::http::bind).transpose()?;
+    let store = FileStore::open(&dir.config())
+        .with_context(|| format!("cannot open the cluster in {}", dir.root.display()))?;
+    let seed = store.current();
+    // Another node running here is refused before node.toml changes.
+    drop(dir.lock()?);
+    write_node_config(&dir, &args, &checked, &seed)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("weft")
         .build()
         .context("cannot start the async runtime")?;
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind(&args.listen))
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("listener address")?
-        .to_string();
-    // The quorum role is a cluster's Raft store, in a group of one: the first
-    // start (of a new cluster, or of a directory made by an older release)
-    // seeds it with the configuration written at creation.
-    let raft = rt.block_on(weft_node::daemon::open_quorum(
-        &dir.root,
-        1,
-        &addr,
-        secret.clone(),
-        Some(store.current()),
-    ))?;
-    let config = rt.block_on(raft.update(&|c| {
-        for n in c.nodes.iter_mut().filter(|n| n.id == 1) {
-            n.addr = addr.clone();
-        }
-        Ok(())
-    }))?;
-    let fs = config.filesystem(DEFAULT_FS).cloned().with_context(|| {
-        format!(
-            "the cluster in {} has no file system {DEFAULT_FS}",
-            dir.root.display()
-        )
-    })?;
-    if !created {
-        if let Some(bs) = checked.block_size {
-            if bs != fs.block_size {
-                bail!(
-                    "-B {} applies when a file system is created; {DEFAULT_FS} in {} has block size {}: \
-                     drop -B or use a new --data directory",
-                    show_size(bs.into()),
-                    dir.root.display(),
-                    show_size(fs.block_size.into())
-                );
+    let check = {
+        let (checked, root) = (checked.clone(), dir.root.clone());
+        move |config: &ClusterConfig| {
+            if created {
+                Ok(())
+            } else {
+                check_existing(config, &checked, &root)
+                    .map_err(|e| weft_node::NodeError::invalid(format!("{e:#}")))
             }
         }
-        if let Some(t) = &checked.nsd_type {
-            if !t.describes(&config.nsds) {
-                bail!(
-                    "--nsd-type applies when a cluster is created; the NSDs of the cluster in {} are of another type: \
-                     drop --nsd-type or use a new --data directory",
-                    dir.root.display()
-                );
-            }
-        }
-        if let Some(d) = checked.disks {
-            if d as usize != config.nsds.len() {
-                bail!(
-                    "--disks {d} applies when a cluster is created; the cluster in {} has {} NSDs: \
-                     drop --disks or use a new --data directory",
-                    dir.root.display(),
-                    config.nsds.len()
-                );
-            }
-        }
-    }
-
-    // Open every store before serving: a refusal changes nothing.
-    let nsd = NsdServer::open(
-        config.nsds.iter().map(|n| nsd_spec(&config, n)).collect(),
-        &config.cluster_id,
-    )?;
-    if !created {
-        if let Some(n) = checked.meta_shards {
-            if usize::from(n) != fs.shards.len() {
-                bail!(
-                    "--meta-shards {n} applies when a file system is created; {DEFAULT_FS} in {} has {} shard(s): \
-                     drop --meta-shards or use a new --data directory",
-                    dir.root.display(),
-                    fs.shards.len()
-                );
-            }
-        }
-    }
-    let mut metas = Vec::new();
-    for shard in &fs.shards {
-        let spec = MetaSpec::group_commit(&fs, shard.id, checked.lock_lease_ms)
-            .with_context(|| format!("{DEFAULT_FS} has no chain table"))?;
-        metas.push(MetaServer::open(&dir.meta(&fs.name, shard.id), spec)?);
-    }
-    report_recovery(&config, &nsd);
-    nsd.set_chain_states(chain_states(&config, 1));
-    let raft_view = raft.clone();
-    let raft_disks = raft.clone();
-    let raft_chain = raft.clone();
-    let manager = Manager::new(
-        raft,
-        secret.clone(),
-        std::time::Duration::from_millis(checked.lock_lease_ms),
-        rt.handle().clone(),
-    );
-    let local = Arc::new(Node::new(QuorumRole::Raft(Arc::new(manager))));
-    let metas: Vec<Arc<MetaServer>> = metas
-        .into_iter()
-        .map(|m| local.add_meta(fs.id, m))
-        .collect();
-    local.set_nsd(nsd);
-    let node: Arc<dyn Handler> = local.clone();
-    {
-        // Chain writes go on from here to the next member (all local here).
-        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-chain", 4));
-        pool.set_local(&addr, node.clone());
-        let config: weft_node::barrier::ConfigSource = Arc::new(move || raft_chain.get());
-        local.set_forwarder(
-            Arc::new(weft_node::chain::Forwarder::new(pool, config)),
-            rt.handle().clone(),
-        );
-    }
-    {
-        // Sizes become durable after their data: the NSDs are this process's.
-        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-barrier", 1));
-        pool.set_local(&addr, node.clone());
-        let barrier = Arc::new(NsdBarrier::new(
-            fs.id,
-            pool,
-            Arc::new(move || raft_view.get()),
-            rt.handle().clone(),
-        ));
-        // The shards reach each other in this process.
-        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-shards", 1));
-        pool.set_local(&addr, node.clone());
-        let raft_shards = raft_disks.clone();
-        let peers = Arc::new(weft_node::shard_peers::NodePeers::new(
-            fs.id,
-            pool,
-            Arc::new(move || raft_shards.get()),
-            rt.handle().clone(),
-        ));
-        for meta in &metas {
-            meta.set_data_barrier(barrier.clone());
-            meta.set_peers(peers.clone());
-        }
-    }
-    let server = rt.spawn(serve(listener, secret.clone(), node.clone()));
-    // Cross-shard transactions a crash left half done are settled and big
-    // directories split in the background (see `Node::meta_rounds`).
-    let settle = rt.spawn(local.clone().meta_rounds());
-    // Disk states (`weft disk stop|start`): the NSD server follows them and
-    // a started disk is resynced from its chain peers; copies moved or added
-    // (`weft restripe`, `weft fs set -r`) are filled, and dropped ones removed.
-    let disks = {
-        let (local, raft) = (local.clone(), raft_disks);
-        let pool = Arc::new(Pool::new(secret.clone(), "weft-up-resync", 2));
-        pool.set_local(&addr, node.clone());
-        let quorum = vec![addr.clone()];
-        rt.spawn(async move {
-            let shown = local.clone();
-            let resyncs = Resyncs::with_progress(Arc::new(move |nsd, p| {
-                if let Some(s) = shown.nsd_server() {
-                    s.set_resync_progress(nsd, p);
-                }
-            }));
-            let mut seen: Option<weft_proto::config::ClusterConfig> = None;
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                let Some(c) = raft.get() else { continue };
-                if let Some(s) = local.nsd_server() {
-                    s.set_chain_states(chain_states(&c, 1));
-                }
-                if let Some(old) = seen.as_ref().filter(|o| o.epoch != c.epoch) {
-                    resyncs.clean_left(old, &c, 1, &pool);
-                }
-                resyncs.reconcile(&c, 1, &pool, &quorum);
-                seen = Some(c);
-            }
-        })
     };
-    std::fs::write(dir.addr_file(), format!("{addr}\n{}\n", std::process::id()))
-        .context("cannot write the run file")?;
-    let node_name = config
-        .nodes
-        .first()
-        .map_or_else(|| "node1".to_string(), |n| n.name.clone());
-    weft_metrics::global().set_node(&config.name, &node_name, env!("CARGO_PKG_VERSION"));
-    if let Some(listener) = http {
-        let source = weft_node::http::Source {
-            node: local.clone(),
-            name: node_name,
-            addr: addr.clone(),
-            connect: weft_node::http::Connect::Local {
-                addr: addr.clone(),
-                handler: node.clone(),
-                secret: secret.clone(),
+    let result = rt.block_on(async {
+        let node = NodeBuilder::new(&dir)
+            .first_start(FirstStart::Init(Box::new(seed)))
+            .address_from_listener()
+            .check_config(check)
+            .start()
+            .await?;
+        let served = serve_until_signal(
+            &dir,
+            &node.config,
+            Listening {
+                addr: &node.addr,
+                node: node.handler.clone(),
             },
-        };
-        let at = weft_node::http::start(listener, source, rt.handle())?;
-        std::fs::write(dir.http_file(), format!("{at}\n")).context("cannot write the run file")?;
-        println!("weft: metrics and dashboard on http://{at}/ (Prometheus: http://{at}/metrics)");
-    }
-
-    let result = rt.block_on(serve_until_signal(
-        &dir,
-        &config,
-        Listening { addr: &addr, node },
-        secret,
-        checked,
-        created,
-        rt.handle().clone(),
-    ));
-    // Unmounted: nothing changes any more.
-    disks.abort();
-    local.close_meta();
-    server.abort();
-    local.close_nsd();
-    settle.abort();
-    let _ = std::fs::remove_file(dir.addr_file());
-    let _ = std::fs::remove_file(dir.http_file());
+            node.secret.clone(),
+            checked,
+            created,
+            tokio::runtime::Handle::current(),
+        )
+        .await;
+        // Unmounted: nothing changes any more.
+        node.stop().await;
+        served
+    });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     result
 }
 
-/// Says what the NSDs recovered at open after an unclean stop (a crash or a
-/// power cut), so the user knows which files to check.
-fn report_recovery(config: &ClusterConfig, nsd: &NsdServer) {
-    for (id, r) in nsd.recovered() {
-        if r.is_clean() {
-            continue;
+/// `DATA/node.toml` of the one-process cluster: node 1, every role, and
+/// this start's options (they apply per start). It makes the directory a
+/// cluster node's like any other, so every cluster command works on it.
+fn write_node_config(
+    dir: &DataDir,
+    args: &UpArgs,
+    checked: &checked::Checked,
+    config: &ClusterConfig,
+) -> Result<()> {
+    let name = config
+        .nodes
+        .first()
+        .map_or_else(|| "node1".to_string(), |n| n.name.clone());
+    let node = NodeConfig {
+        cluster_id: config.cluster_id.clone(),
+        cluster_name: config.name.clone(),
+        node_id: 1,
+        node_name: name,
+        listen: args.listen.clone(),
+        roles: vec!["quorum".into(), "meta".into(), "nsd".into()],
+        // The address of this start is in the configuration kept in
+        // DATA/config-cache.json.
+        quorum_addrs: vec![],
+        pagepool: checked.pagepool,
+        failure_detection_time: checked.lock_lease_ms / 1000,
+        http: args.http.clone(),
+        ..NodeConfig::default()
+    };
+    Ok(node.save(&dir.root.join("node.toml"))?)
+}
+
+/// Options that apply when a cluster is created, given again for a
+/// cluster that exists: refused unless they match it.
+fn check_existing(config: &ClusterConfig, checked: &checked::Checked, root: &Path) -> Result<()> {
+    let fs = config.filesystem(DEFAULT_FS).with_context(|| {
+        format!(
+            "the cluster in {} has no file system {DEFAULT_FS}",
+            root.display()
+        )
+    })?;
+    if let Some(bs) = checked.block_size {
+        if bs != fs.block_size {
+            bail!(
+                "-B {} applies when a file system is created; {DEFAULT_FS} in {} has block size {}: \
+                 drop -B or use a new --data directory",
+                show_size(bs.into()),
+                root.display(),
+                show_size(fs.block_size.into())
+            );
         }
-        let name = config
-            .nsd(id)
-            .map_or_else(|| id.to_string(), |n| n.name.clone());
-        let place = config.nsd(id).map(|n| n.device.clone()).unwrap_or_default();
-        println!(
-            "weft: {name} recovered from an unclean stop: {} chunk(s) changed in place re-checksummed \
-             from their bytes ({} rebuilt), {} chunk(s) whose data never reached the disk set aside \
-             in {place}/damaged (they read as holes), {} new chunk(s) whose data reached the disk \
-             in part re-checksummed from their bytes (zeros where it did not)",
-            r.rechecked, r.rewritten, r.torn, r.unsettled
-        );
     }
+    if let Some(t) = &checked.nsd_type {
+        if !t.describes(&config.nsds) {
+            bail!(
+                "--nsd-type applies when a cluster is created; the NSDs of the cluster in {} are of another type: \
+                 drop --nsd-type or use a new --data directory",
+                root.display()
+            );
+        }
+    }
+    if let Some(d) = checked.disks {
+        if d as usize != config.nsds.len() {
+            bail!(
+                "--disks {d} applies when a cluster is created; the cluster in {} has {} NSDs: \
+                 drop --disks or use a new --data directory",
+                root.display(),
+                config.nsds.len()
+            );
+        }
+    }
+    if let Some(n) = checked.meta_shards {
+        if usize::from(n) != fs.shards.len() {
+            bail!(
+                "--meta-shards {n} applies when a file system is created; {DEFAULT_FS} in {} has {} shard(s): \
+                 drop --meta-shards or use a new --data directory",
+                root.display(),
+                fs.shards.len()
+            );
+        }
+    }
+    Ok(())
 }

@@ -75,8 +75,15 @@ pub(super) async fn serve_until_signal(
     }
     let handle = match &mount {
         Some(m) => {
+            if weft_fuse::clean_dead_mount(m)? {
+                println!(
+                    "weft: {} was a dead Weft mount (the process serving it was killed): detached it",
+                    m.display()
+                );
+            }
             let opts = weft_fuse::MountOptions {
                 fs_name: format!("weft:{}", fs.name),
+                guard: true,
                 ..weft_fuse::MountOptions::default()
             };
             let h = weft_fuse::mount(client.clone(), rt, m, opts)?;
