@@ -113,7 +113,10 @@ impl Cluster {
     }
 
     /// Re-reads the configuration from the quorum: the first quorum node
-    /// that answers.
+    /// that answers with a configuration at least as new as the one held.
+    /// A quorum node that lags (restarted, catching up on its log) answers
+    /// an older one: it is passed over, so the configuration a client holds
+    /// never goes back.
     pub async fn refresh(&self) -> Result<Arc<ClusterConfig>, ClientError> {
         let cfg = self.config();
         let mut last = None;
@@ -124,17 +127,21 @@ impl Cluster {
                 .filter(|n| n.roles.quorum)
                 .map(|n| n.addr.clone()),
         );
+        let mut answered = false;
         for addr in addrs {
             match fetch_config(&self.pool.peer(&addr)).await {
-                Ok(c) => {
+                Ok(c) if c.epoch >= cfg.epoch => {
                     fresh = Some(c);
                     break;
                 }
+                Ok(_) => answered = true,
                 Err(e) => last = Some(e),
             }
         }
         let fresh = match (fresh, last) {
             (Some(c), _) => Arc::new(c),
+            // Only older configurations: keep the one held.
+            (None, _) if answered => return Ok(cfg),
             (None, Some(e)) => return Err(e),
             (None, None) => return Ok(cfg),
         };
@@ -337,5 +344,79 @@ impl crate::shard_route::ConfigAt for Cluster {
         &self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Arc<ClusterConfig>> + Send + '_>> {
         Box::pin(async move { self.refresh().await.unwrap_or_else(|_| self.config()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_net::{BoxFuture, NetError, Secret, Transport};
+    use weft_proto::config::Roles;
+
+    /// Quorum nodes that answer the configurations of `epochs` (by address;
+    /// an address not listed is unreachable).
+    struct Answers(Vec<(String, u64)>, ClusterConfig);
+
+    impl Transport for Answers {
+        fn call<'a>(
+            &'a self,
+            addr: &'a str,
+            _req: Request,
+            _data: Bytes,
+        ) -> BoxFuture<'a, Result<(Response, Bytes), NetError>> {
+            Box::pin(async move {
+                match self.0.iter().find(|(a, _)| a == addr) {
+                    Some((_, epoch)) => {
+                        let mut c = self.1.clone();
+                        c.epoch = *epoch;
+                        Ok((Response::Config(Box::new(c)), Bytes::new()))
+                    }
+                    None => Err(NetError::Closed {
+                        addr: addr.to_string(),
+                        reason: "down".into(),
+                    }),
+                }
+            })
+        }
+    }
+
+    fn two_quorum_nodes(epoch: u64) -> ClusterConfig {
+        let mut c = weft_proto::sample::cluster(2, 1);
+        for n in &mut c.nodes {
+            n.roles = Roles {
+                quorum: true,
+                ..n.roles
+            };
+        }
+        c.epoch = epoch;
+        c
+    }
+
+    fn cluster(answers: Vec<(&str, u64)>) -> Arc<Cluster> {
+        let config = two_quorum_nodes(7);
+        let answers = answers.into_iter().map(|(a, e)| (a.to_string(), e));
+        let pool = Pool::new(Secret::generate(), "test", 1)
+            .with_transport(Arc::new(Answers(answers.collect(), config.clone())));
+        Cluster::with_pool(pool, config)
+    }
+
+    #[tokio::test]
+    async fn a_lagging_quorum_node_never_takes_the_configuration_back() {
+        let addrs: Vec<String> = two_quorum_nodes(7)
+            .nodes
+            .iter()
+            .map(|n| n.addr.clone())
+            .collect();
+        // The first quorum node lags; the second has the newest.
+        let c = cluster(vec![(&addrs[0], 5), (&addrs[1], 9)]);
+        assert_eq!(c.refresh().await.map(|c| c.epoch).ok(), Some(9));
+        // Only the lagging one answers: the configuration held stays.
+        let c = cluster(vec![(&addrs[0], 5)]);
+        assert_eq!(c.refresh().await.map(|c| c.epoch).ok(), Some(7));
+        assert_eq!(c.config().epoch, 7);
+        // None answers: an error, and the configuration held stays.
+        let c = cluster(vec![]);
+        assert!(c.refresh().await.is_err());
+        assert_eq!(c.config().epoch, 7);
     }
 }

@@ -29,7 +29,51 @@ impl ClientError {
         }
     }
 
+    /// Whether the same request may succeed later: a peer out of reach, a
+    /// connection lost, an answer that did not come in time, or a server
+    /// that asks to be asked again (no quorum, not serving yet) — as
+    /// opposed to a refusal or an answer that makes no sense.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Net(e) => e.is_retryable(),
+            ClientError::Local(e) => e.kind.is_retryable(),
+            ClientError::UnexpectedResponse { .. }
+            | ClientError::NoFileSystem { .. }
+            | ClientError::Config(_) => false,
+        }
+    }
+
     pub(crate) fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
         ClientError::Local(RemoteError::new(kind, message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_peers_and_transient_refusals_are_retryable_the_rest_is_not() {
+        let timeout = ClientError::Net(NetError::Timeout {
+            addr: "h1:1".into(),
+            after_ms: 60_000,
+        });
+        assert!(timeout.is_retryable());
+        let closed = ClientError::Net(NetError::Closed {
+            addr: "h1:1".into(),
+            reason: "reset".into(),
+        });
+        assert!(closed.is_retryable());
+        let no_quorum = ClientError::Net(NetError::Remote(RemoteError::new(
+            ErrorKind::NoQuorum,
+            "1 of 3",
+        )));
+        assert!(no_quorum.is_retryable());
+        assert!(
+            !ClientError::Net(NetError::Remote(RemoteError::new(ErrorKind::NotFound, "x")))
+                .is_retryable()
+        );
+        assert!(!ClientError::local(ErrorKind::Invalid, "bad name").is_retryable());
+        assert!(!ClientError::Config("no node 9".into()).is_retryable());
     }
 }

@@ -34,6 +34,7 @@ use weft_quorum::ConfigStore;
 use crate::daemon::{current_config, open_quorum, FirstStart};
 use crate::datadir::DataDir;
 use crate::follow::Follower;
+use crate::jobs::JobService;
 use crate::manager::Manager;
 use crate::manager_duties::ManagerDuties;
 use crate::meta_rounds::MetaRounds;
@@ -344,7 +345,8 @@ impl NodeBuilder {
                 Some((&addr, handler.clone())),
                 config.clone(),
             );
-            services.start(Arc::new(ManagerDuties::new(cluster)), ctx);
+            services.start(Arc::new(ManagerDuties::new(cluster.clone())), ctx.clone());
+            services.start(Arc::new(JobService::new(cluster)), ctx);
         }
         let follow = tokio::spawn(follower.run(config.clone(), quorum));
         Ok(RunningNode {

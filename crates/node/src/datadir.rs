@@ -309,6 +309,7 @@ pub fn plan_cluster(
             },
         }],
         nsds,
+        jobs: vec![],
         filesystems: vec![fs],
     })
 }

@@ -59,6 +59,13 @@ pub enum NodeError {
     /// A task of the node ended without an answer (it panicked).
     #[error("the {task} task failed: {reason}")]
     TaskFailed { task: &'static str, reason: String },
+    /// Something the step waits for has not happened yet (a member not
+    /// serving in its new role, no leader): running it again goes on.
+    #[error("{what}")]
+    NotYet { what: String },
+    /// The job was cancelled (`weft job cancel`); the steps done stay.
+    #[error("cancelled")]
+    Cancelled,
     /// A peer did not answer in time.
     #[error("{who} does not answer")]
     Unreachable { who: String },
@@ -95,6 +102,11 @@ impl NodeError {
         }
     }
 
+    /// A step that has to wait longer: `what` says for what.
+    pub fn not_yet(what: impl Into<String>) -> NodeError {
+        NodeError::NotYet { what: what.into() }
+    }
+
     /// A failed file operation `action` on `path`.
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> NodeError {
         NodeError::Io {
@@ -118,6 +130,7 @@ impl NodeError {
         match self {
             NodeError::Refused(e) => e.kind.is_retryable(),
             NodeError::NoQuorum { .. }
+            | NodeError::NotYet { .. }
             | NodeError::OutOfTime { .. }
             | NodeError::Unreachable { .. } => true,
             NodeError::Net(e) => e.is_retryable(),

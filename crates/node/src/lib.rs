@@ -33,6 +33,7 @@ pub mod error;
 mod follow;
 pub mod health;
 pub mod http;
+pub mod jobs;
 pub mod local;
 pub mod manager;
 pub mod manager_duties;

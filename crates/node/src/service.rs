@@ -164,6 +164,7 @@ mod tests {
             name: String::new(),
             nodes: vec![],
             nsds: vec![],
+            jobs: vec![],
             filesystems: vec![],
         })
     }

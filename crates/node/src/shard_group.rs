@@ -26,7 +26,7 @@ use crate::error::{NodeError, Result};
 use bytes::Bytes;
 use weft_client::Cluster;
 use weft_proto::config::FsInfo;
-use weft_proto::msg::{ConfigChange, MoveStep};
+use weft_proto::msg::{ConfigChange, MoveStep, ReplicaInfo};
 use weft_proto::types::{NodeId, ShardId};
 use weft_proto::{ErrorKind, MetaRequest, Request, Response};
 
@@ -197,5 +197,34 @@ pub async fn set_voters(
             }
             other => return Err(unexpected(shard, "a change of voters", &other)),
         }
+    }
+}
+
+/// One replica's view of its shard, asked of its node directly.
+pub async fn replica_info(
+    cluster: &Cluster,
+    fs: &FsInfo,
+    shard: ShardId,
+    node: u32,
+) -> Result<ReplicaInfo, String> {
+    let peer = cluster.peer_of(node).map_err(|e| e.to_string())?;
+    let req = Request::Meta {
+        fs: fs.id,
+        shard,
+        req: MetaRequest::Replica,
+        cred: None,
+    };
+    let ask = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        peer.call(req, Bytes::new()),
+    );
+    match ask.await {
+        Ok(Ok((Response::Replica(r), _))) => Ok(r),
+        Ok(Ok((other, _))) => Err(format!("odd answer {other:?}")),
+        Ok(Err(weft_net::NetError::Remote(e))) if e.kind == ErrorKind::NoService => {
+            Err("not open".into())
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 5 s".into()),
     }
 }

@@ -22,6 +22,10 @@ pub struct ClusterConfig {
     pub nodes: Vec<NodeInfo>,
     pub nsds: Vec<NsdInfo>,
     pub filesystems: Vec<FsInfo>,
+    /// Long-running changes: the unfinished ones and the last finished
+    /// ones (see [`crate::jobs`]).
+    #[serde(default)]
+    pub jobs: Vec<crate::jobs::Job>,
 }
 
 impl ClusterConfig {
@@ -33,6 +37,10 @@ impl ClusterConfig {
         self.node(id)
             .map(|n| n.name.clone())
             .unwrap_or_else(|| format!("node {id}"))
+    }
+    /// Job `id`, if the configuration still holds it.
+    pub fn job(&self, id: crate::jobs::JobId) -> Option<&crate::jobs::Job> {
+        self.jobs.iter().find(|j| j.id == id)
     }
     pub fn nsd(&self, id: NsdId) -> Option<&NsdInfo> {
         self.nsds.iter().find(|n| n.id == id)

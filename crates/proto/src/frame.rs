@@ -24,8 +24,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// The wire version this build speaks. Bump on any change to a message or to
 /// what a message means (23: shards record a member changing role, `weft fs
 /// set -m`; 28: a closed file's data tokens may be kept, `Closed { keep }`,
-/// `Opened { kept }`; 31: a file system's `meta_recovery_wait`).
-pub const WIRE_VERSION: u16 = 31;
+/// `Opened { kept }`; 31: a file system's `meta_recovery_wait`; 32: jobs in the
+/// configuration, `SubmitJob`, `JobProgress`, `CancelJob`).
+pub const WIRE_VERSION: u16 = 32;
 pub const HEADER_LEN: usize = 36;
 /// Largest encoded body (directory listings, configuration).
 pub const MAX_BODY: u32 = 8 << 20;

@@ -21,6 +21,7 @@ pub mod error;
 pub mod frame;
 #[cfg(test)]
 mod golden;
+pub mod jobs;
 pub mod layout;
 pub mod msg;
 #[cfg(any(test, feature = "sample"))]

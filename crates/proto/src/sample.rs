@@ -47,6 +47,7 @@ pub fn cluster(n: u32, replicas: usize) -> ClusterConfig {
             })
             .collect(),
         nsds,
+        jobs: vec![],
         filesystems: vec![FsInfo {
             id: 1,
             name: "fs1".into(),

@@ -118,6 +118,14 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
         ConfigChange::SetMetaRecoveryWait { fs, secs } => {
             crate::shards::set_meta_recovery_wait(config, fs, *secs)
         }
+        ConfigChange::SubmitJob { kind, at } => crate::jobs::submit(config, kind, *at),
+        ConfigChange::JobProgress {
+            id,
+            state,
+            lines,
+            at,
+        } => crate::jobs::progress(config, *id, state, lines, *at),
+        ConfigChange::CancelJob { id, at } => crate::jobs::cancel(config, *id, *at),
     }
 }
 
@@ -227,6 +235,7 @@ mod tests {
             name: "c1".into(),
             nodes: vec![],
             nsds: vec![],
+            jobs: vec![],
             filesystems: vec![],
         }
     }

@@ -17,6 +17,7 @@ pub fn first_config() -> ClusterConfig {
         name: "conformance".into(),
         nodes: vec![],
         nsds: vec![],
+        jobs: vec![],
         filesystems: vec![],
     }
 }

@@ -154,6 +154,7 @@ mod tests {
             name: "test".into(),
             nodes: vec![],
             nsds: vec![],
+            jobs: vec![],
             filesystems: vec![],
         }
     }

@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod disks;
 mod error;
 mod file_store;
+pub mod jobs;
 pub mod liveness;
 pub mod raft;
 pub mod restripe;

@@ -37,6 +37,7 @@ fn config() -> ClusterConfig {
         name: "c1".into(),
         nodes: vec![],
         nsds: vec![],
+        jobs: vec![],
         filesystems: vec![],
     }
 }

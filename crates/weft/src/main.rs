@@ -57,6 +57,12 @@ enum Command {
     Perf(cmd::perf::PerfArgs),
     /// One line per node, NSD and file system: healthy, degraded or failed, and what to do (like mmhealth).
     Health(cmd::health::HealthArgs),
+    /// Long-running changes the cluster manager runs (like mmlsjob-style
+    /// long commands that survive their terminal).
+    Job {
+        #[command(subcommand)]
+        cmd: JobCommand,
+    },
     /// A node's activity from its /metrics endpoint: live view, a line per interval, or --once [--json] (like mmperfmon).
     Stats(cmd::stats::StatsArgs),
     /// Cluster commands (like mmcrcluster).
@@ -118,6 +124,16 @@ enum NodeCommand {
     Run(Target),
     /// List the nodes with address, roles, state and the cluster manager.
     List(Target),
+}
+
+#[derive(Subcommand)]
+enum JobCommand {
+    /// Every job the cluster keeps: unfinished ones and the last finished.
+    List(Target),
+    /// One job: its command, state and progress lines.
+    Show(cmd::job::JobShowArgs),
+    /// Stop a job: a queued one at once, a running one after its current step.
+    Cancel(cmd::job::JobShowArgs),
 }
 
 #[derive(Subcommand)]
@@ -244,6 +260,11 @@ fn main() -> ExitCode {
         Command::Restripe(a) => cmd::restripe::run(a),
         Command::Perf(a) => cmd::perf::run(a),
         Command::Health(a) => cmd::health::run(a),
+        Command::Job { cmd } => match cmd {
+            JobCommand::List(t) => cmd::job::list(t),
+            JobCommand::Show(a) => cmd::job::show(a),
+            JobCommand::Cancel(a) => cmd::job::cancel(a),
+        },
         Command::Stats(a) => cmd::stats::run(a),
         Command::Cluster { cmd } => match cmd {
             ClusterCommand::Init(a) => cmd::cluster::init(a),

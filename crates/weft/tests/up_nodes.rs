@@ -8,6 +8,9 @@
 //! reachable, and creates going on; killing the `weft up` process leaves
 //! the mount point refusing writes.
 //!
+//! - `up_nodes/jobs.rs`: `weft fs set -m` runs as a job of the cluster
+//!   manager, finished when its command is killed and resumed by the next
+//!   manager when the manager is killed.
 //! - `up_nodes/replica_changes.rs`: `weft fs set -m 3`, `-m 2`, `-m 1` and
 //!   `weft meta move` while a writer creates files, with nodes killed.
 //! - `up_nodes/shard_cache.rs`: a shard's new leader has the mount drop
@@ -23,6 +26,8 @@ use std::time::{Duration, Instant};
 
 const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
+#[path = "up_nodes/jobs.rs"]
+mod jobs;
 #[path = "up_nodes/replica_changes.rs"]
 mod replica_changes;
 #[path = "up_nodes/shard_cache.rs"]

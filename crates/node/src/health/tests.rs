@@ -43,6 +43,7 @@ fn config(replicas: usize) -> ClusterConfig {
         name: "c".into(),
         nodes: vec![node(1), node(2)],
         nsds: vec![nsd(1), nsd(2)],
+        jobs: vec![],
         filesystems: vec![FsInfo {
             id: 1,
             name: "fs1".into(),

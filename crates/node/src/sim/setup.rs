@@ -87,6 +87,7 @@ fn config(replicas: usize, witness: Option<usize>) -> ClusterConfig {
         name: "sim".into(),
         nodes,
         nsds,
+        jobs: vec![],
         filesystems: vec![FsInfo {
             id: 1,
             name: "fs1".into(),

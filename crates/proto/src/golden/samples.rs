@@ -279,5 +279,18 @@ pub(super) fn cluster_config() -> ClusterConfig {
         }],
         nsds: vec![nsd_info()],
         filesystems: vec![fs_info()],
+        jobs: vec![crate::jobs::Job {
+            id: 7,
+            kind: crate::jobs::JobKind::MetaReplicas {
+                fs: "fs1".into(),
+                replicas: 3,
+            },
+            state: crate::jobs::JobState::Running,
+            log: vec!["shard 0 of fs1: node3 joins".into()],
+            logged: 1,
+            submitted: 1_700_000_000,
+            updated: 1_700_000_001,
+            cancel: false,
+        }],
     }
 }

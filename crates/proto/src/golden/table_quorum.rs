@@ -170,6 +170,37 @@ pub(super) fn entries() -> Vec<Entry> {
             "02020f03667331ac02",
         ),
         (
+            "ConfigChange::SubmitJob",
+            quorum(QuorumRequest::Change(ConfigChange::SubmitJob {
+                kind: crate::jobs::JobKind::MetaReplicas {
+                    fs: "fs1".into(),
+                    replicas: 3,
+                },
+                at: 1_700_000_000,
+            })),
+            "02021000036673310380e2cfaa06",
+        ),
+        (
+            "ConfigChange::JobProgress",
+            quorum(QuorumRequest::Change(ConfigChange::JobProgress {
+                id: 7,
+                state: crate::jobs::JobState::Failed {
+                    reason: "no meta node".into(),
+                },
+                lines: vec!["shard 0 of fs1: 3 replicas".into()],
+                at: 1_700_000_001,
+            })),
+            "02021107030c6e6f206d657461206e6f6465011a73686172642030206f66206673313a2033207265706c6963617381e2cfaa06",
+        ),
+        (
+            "ConfigChange::CancelJob",
+            quorum(QuorumRequest::Change(ConfigChange::CancelJob {
+                id: 7,
+                at: 1_700_000_002,
+            })),
+            "0202120782e2cfaa06",
+        ),
+        (
             "ConfigChange::SetMetaReplicas",
             quorum(QuorumRequest::Change(ConfigChange::SetMetaReplicas {
                 fs: "fs1".into(),

@@ -146,6 +146,9 @@ pub(super) fn config_change_variant(c: &ConfigChange) -> &'static str {
         ConfigChange::GrowShard { .. } => "GrowShard",
         ConfigChange::ShrinkShard { .. } => "ShrinkShard",
         ConfigChange::SetMetaRecoveryWait { .. } => "SetMetaRecoveryWait",
+        ConfigChange::SubmitJob { .. } => "SubmitJob",
+        ConfigChange::JobProgress { .. } => "JobProgress",
+        ConfigChange::CancelJob { .. } => "CancelJob",
     }
 }
 

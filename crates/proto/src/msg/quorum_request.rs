@@ -151,6 +151,18 @@ pub enum ConfigChange {
     /// `weft fs set --meta-recovery-wait`: seconds a node holding a shard
     /// member may be down before the manager moves that member (0: never).
     SetMetaRecoveryWait { fs: String, secs: u64 },
+    /// Records a job (queued; the manager runs it), at Unix time `at`.
+    SubmitJob { kind: crate::jobs::JobKind, at: u64 },
+    /// The manager's progress on job `id`: its state now and lines to add.
+    JobProgress {
+        id: crate::jobs::JobId,
+        state: crate::jobs::JobState,
+        lines: Vec<String>,
+        at: u64,
+    },
+    /// `weft job cancel`: job `id` stops between two steps (a queued job at
+    /// once).
+    CancelJob { id: crate::jobs::JobId, at: u64 },
 }
 
 /// The steps of `weft meta move`: `Begin` names the joining node (its

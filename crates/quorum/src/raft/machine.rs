@@ -206,6 +206,7 @@ mod tests {
             name: "n".into(),
             nodes: vec![],
             nsds: vec![],
+            jobs: vec![],
             filesystems: vec![],
         }
     }

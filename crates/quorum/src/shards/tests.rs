@@ -39,6 +39,7 @@ fn config() -> ClusterConfig {
             node(5, false),
         ],
         nsds: vec![],
+        jobs: vec![],
         filesystems: vec![FsInfo {
             id: 1,
             name: "fs1".into(),

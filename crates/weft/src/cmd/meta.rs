@@ -7,19 +7,17 @@
 //! deletes chunks that belong to no file).
 
 use anyhow::{bail, Result};
-use bytes::Bytes;
 use weft_client::Cluster;
 use weft_meta::fsck::{self, chunks, ShardRecords};
 use weft_proto::config::FsInfo;
-use weft_proto::msg::ReplicaInfo;
 use weft_proto::shard::{KvScan, ShardOp, ShardReply, Space};
 use weft_proto::types::{NewNode, ShardId, ROOT_INO};
-use weft_proto::{ErrorKind, MetaRequest, Request, Response};
+use weft_proto::{ErrorKind, MetaRequest, Response};
 
 use super::fsck_chunks;
 use crate::admin;
 use crate::Target;
-pub(super) use weft_node::shard_group::call;
+pub(super) use weft_node::shard_group::{call, replica_info};
 
 #[derive(clap::Args)]
 pub struct MetaListArgs {
@@ -46,35 +44,6 @@ pub struct FsckArgs {
 
 /// Records read per scan request.
 const PAGE: u32 = 4096;
-
-/// One replica's view of its shard, asked of its node directly.
-pub(super) async fn replica_info(
-    cluster: &Cluster,
-    fs: &FsInfo,
-    shard: ShardId,
-    node: u32,
-) -> Result<ReplicaInfo, String> {
-    let peer = cluster.peer_of(node).map_err(|e| e.to_string())?;
-    let req = Request::Meta {
-        fs: fs.id,
-        shard,
-        req: MetaRequest::Replica,
-        cred: None,
-    };
-    let ask = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        peer.call(req, Bytes::new()),
-    );
-    match ask.await {
-        Ok(Ok((Response::Replica(r), _))) => Ok(r),
-        Ok(Ok((other, _))) => Err(format!("odd answer {other:?}")),
-        Ok(Err(weft_net::NetError::Remote(e))) if e.kind == ErrorKind::NoService => {
-            Err("not open".into())
-        }
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("no answer within 5 s".into()),
-    }
-}
 
 pub fn list(args: MetaListArgs) -> Result<()> {
     let rt = admin::runtime()?;

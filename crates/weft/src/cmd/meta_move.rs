@@ -5,7 +5,7 @@
 //! runs the same steps on its own for a member whose node stays down
 //! (`--meta-recovery-wait`).
 //!
-//! A shard with one copy moves another way (`meta_replicas::move_one_copy`):
+//! A shard with one copy moves another way (`weft_node::jobs::meta_replicas::move_one_copy`):
 //! its node forms a Raft group over the copy, which the new node joins as a
 //! replica, and then the new node keeps the one copy while the old node
 //! leaves the group and deletes its copy.
@@ -72,12 +72,13 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
         let from = node_id(&cfg, &args.from)?;
         let to = node_id(&cfg, &args.to)?;
         let deadline = Instant::now() + Duration::from_secs(args.timeout);
-        if super::meta_replicas::move_one_copy(
+        if weft_node::jobs::meta_replicas::move_one_copy(
             &cluster,
             &args.name,
             args.shard,
             (from, to),
             deadline,
+            &say,
         )
         .await?
         {
@@ -97,6 +98,6 @@ pub fn run(args: MetaMoveArgs) -> Result<()> {
 }
 
 /// A step's progress, as a command prints it.
-pub(super) fn say(message: &str) {
+fn say(message: &str) {
     println!("weft: {message}");
 }

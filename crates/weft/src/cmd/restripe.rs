@@ -72,10 +72,11 @@ pub struct FsSetArgs {
     #[arg(short = 'r')]
     replicas: Option<u8>,
     /// Metadata replicas of every shard (1 to 3, at most the `-M` given at
-    /// creation): the shards change one after another while they serve,
-    /// and the command waits for them. A shard with one copy forms a Raft
-    /// group over its records, which the next meta nodes join; with 1, each
-    /// replicated shard's leader keeps the one copy.
+    /// creation): a job the cluster manager runs (`weft job list`), the
+    /// shards changing one after another while they serve; the command
+    /// follows it. A shard with one copy forms a Raft group over its
+    /// records, which the next meta nodes join; with 1, each replicated
+    /// shard's leader keeps the one copy.
     #[arg(short = 'm')]
     meta_replicas: Option<u8>,
     /// Seconds a node holding a member of a replicated shard may be down
@@ -83,10 +84,14 @@ pub struct FsSetArgs {
     /// meta node (0: never).
     #[arg(long)]
     meta_recovery_wait: Option<u64>,
-    /// With -m: give up (the change is finished by running the command
-    /// again) after this many seconds.
+    /// With -m: stop following the job after this many seconds (the
+    /// cluster manager goes on with it).
     #[arg(long, default_value_t = 1800)]
     timeout: u64,
+    /// With -m: record the job and return at once (`weft job show ID`
+    /// follows it).
+    #[arg(long)]
+    no_wait: bool,
     #[command(flatten)]
     target: Target,
 }
@@ -143,7 +148,11 @@ pub fn fs_set(args: FsSetArgs) -> Result<()> {
             set_data_replicas(&cluster, &args.name, replicas).await?;
         }
         if let Some(m) = args.meta_replicas {
-            super::meta_replicas::set(&cluster, &args.name, m, Duration::from_secs(args.timeout))
+            let kind = weft_proto::jobs::JobKind::MetaReplicas {
+                fs: args.name.clone(),
+                replicas: m,
+            };
+            super::job::submit(&cluster, kind, args.no_wait, Duration::from_secs(args.timeout))
                 .await?;
         }
         if let Some(secs) = args.meta_recovery_wait {

@@ -188,6 +188,7 @@ pub fn init(args: InitArgs) -> Result<()> {
             roles,
         }],
         nsds: vec![],
+        jobs: vec![],
         filesystems: vec![],
     };
     create_dir(&dir)?;

@@ -1,6 +1,8 @@
-//! `weft fs set FS -m N` (like `mmchfs -m` followed by `mmrestripefs -R`
-//! for metadata): every replicated shard of the file system gets `N`
-//! replicas, one shard after another, while the shards serve.
+//! The job of `weft fs set FS -m N` (like `mmchfs -m` followed by
+//! `mmrestripefs -R` for metadata), run by the cluster manager: every
+//! shard of the file system gets `N` replicas, one shard after another,
+//! while the shards serve. Progress goes to the job's log (`say`); the
+//! job stops between two shards when it is cancelled.
 //!
 //! A shard with two replicas has a witness (a Raft vote, no records) on a
 //! third meta node; going to three, the witness becomes a replica. Going
@@ -46,21 +48,34 @@
 //!
 //! When every shard has `N` replicas the manager records `N` as the file
 //! system's metadata replicas (`ConfigChange::SetMetaReplicas`, shown by
-//! `weft fs show`). Every step may be done twice, so a command that stopped
-//! half way finishes when run again.
+//! `weft fs show`). Every step may be done twice, so a job that stopped
+//! half way (its manager lost) finishes when the next manager runs it again.
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use weft_client::Cluster;
 use weft_proto::config::{FsInfo, ShardInfo};
 use weft_proto::msg::{ConfigChange, MoveStep, ReplicaInfo};
 use weft_proto::types::{NodeId, ShardId};
 
-use super::meta::replica_info;
-use super::meta_move::say;
-use crate::admin::change;
-use weft_node::shard_group::{catch_up, set_voters};
+use crate::call::change;
+use crate::error::{NodeError, Result};
+use crate::shard_group::{catch_up, replica_info, set_voters};
+
+/// Where progress lines go (a job's log, or an admin command's output).
+pub type Say<'a> = &'a (dyn Fn(&str) + Sync);
+
+/// Whether the job was cancelled (looked at between two shards).
+pub type Cancelled<'a> = &'a (dyn Fn() -> bool + Sync);
+
+/// Stops the job between two shards once it is cancelled.
+fn stop_if(cancelled: Cancelled<'_>) -> Result<()> {
+    if cancelled() {
+        Err(NodeError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
 
 /// The file system `name` and its shard `shard`, as the newest
 /// configuration has them.
@@ -69,48 +84,59 @@ async fn shard_now(cluster: &Cluster, name: &str, shard: ShardId) -> Result<(FsI
     let fs = cfg
         .filesystem(name)
         .cloned()
-        .with_context(|| format!("file system {name} does not exist"))?;
+        .ok_or_else(|| NodeError::invalid(format!("file system {name} does not exist")))?;
     let s = fs
         .shards
         .iter()
         .find(|s| s.id == shard)
         .cloned()
-        .with_context(|| format!("{name} has no shard {shard}"))?;
+        .ok_or_else(|| NodeError::invalid(format!("{name} has no shard {shard}")))?;
     Ok((fs, s))
 }
 
 /// Gives every shard of `name` `want` replicas, then records the count.
-pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Duration) -> Result<()> {
+pub async fn set(
+    cluster: &Cluster,
+    name: &str,
+    want: u8,
+    timeout: Duration,
+    say: Say<'_>,
+    cancelled: Cancelled<'_>,
+) -> Result<()> {
     let cfg = cluster.refresh().await?;
     let Some(fs) = cfg.filesystem(name).cloned() else {
-        bail!("file system {name} does not exist");
+        return Err(NodeError::invalid(format!(
+            "file system {name} does not exist"
+        )));
     };
     if want == 0 || want > fs.max_meta_replicas {
-        bail!(
+        return Err(NodeError::invalid(format!(
             "-m {want}: {name} keeps 1 to {} metadata replicas (its -M, set by weft fs create)",
             fs.max_meta_replicas
-        );
+        )));
     }
     let name_of = |id: NodeId| cfg.node_name(id);
     let deadline = Instant::now() + timeout;
     let mut changed = 0;
     if want == 1 {
         for id in fs.shards.iter().map(|s| s.id) {
+            stop_if(cancelled)?;
             let (fs, s) = shard_now(cluster, name, id).await?;
             if s.growing || s.regrade.is_some() || s.moving.is_some() {
-                bail!(
+                return Err(NodeError::invalid(format!(
                     "shard {id} of {name} is changing its members (a stopped `weft fs set -m` \
                      or `weft meta move`): finish that first, by running it again"
-                );
+                )));
             }
             if s.replicated() {
-                shrink(cluster, &fs, &s, None, deadline).await?;
+                shrink(cluster, &fs, &s, None, deadline, say).await?;
                 changed += 1;
             }
         }
     }
     if want > 1 {
         for id in fs.shards.iter().map(|s| s.id) {
+            stop_if(cancelled)?;
             let (fs, s) = shard_now(cluster, name, id).await?;
             if s.growing || !s.replicated() {
                 let (replicas, witness) = if s.growing {
@@ -119,19 +145,20 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
                     new_members(&cfg, s.node, want)?
                 };
                 if witness.is_none() && replicas.len() == 1 {
-                    println!(
-                        "weft: warning: shard {} of {} gets two replicas and no witness (there is \
+                    say(&format!(
+                        "warning: shard {} of {} gets two replicas and no witness (there is \
                          no third meta node): it stops while either replica's node is down",
                         s.id, fs.name
-                    );
+                    ));
                 }
-                grow(cluster, &fs, &s, &replicas, witness, deadline).await?;
+                grow(cluster, &fs, &s, &replicas, witness, deadline, say).await?;
                 changed += 1;
             }
         }
     }
     for id in fs.shards.iter().map(|s| s.id) {
         loop {
+            stop_if(cancelled)?;
             let (fs, s) = shard_now(cluster, name, id).await?;
             let (node, witness) = match s.regrade {
                 // A change a stopped command left half done comes first.
@@ -139,19 +166,35 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
                 None if s.holders().len() == usize::from(want) => break,
                 None if s.holders().len() < usize::from(want) => match s.witness {
                     Some(w) => (w, false),
-                    None => bail!(
-                        "shard {id} of {name} has {} replicas and no witness to make a \
+                    None => {
+                        return Err(NodeError::invalid(format!(
+                            "shard {id} of {name} has {} replicas and no witness to make a \
                          replica of: -m {want} needs {want} meta nodes in its group \
                          (`weft meta move` can bring one in)",
-                        s.holders().len()
-                    ),
+                            s.holders().len()
+                        )))
+                    }
                 },
                 None => match s.replicas.last() {
                     Some(&last) => (last, true),
-                    None => bail!("shard {id} of {name} lists no replicas"),
+                    None => {
+                        return Err(NodeError::invalid(format!(
+                            "shard {id} of {name} lists no replicas"
+                        )))
+                    }
                 },
             };
-            regrade(cluster, &fs, &s, node, &name_of(node), witness, deadline).await?;
+            regrade(
+                cluster,
+                &fs,
+                &s,
+                node,
+                &name_of(node),
+                witness,
+                deadline,
+                say,
+            )
+            .await?;
             changed += 1;
         }
     }
@@ -164,7 +207,9 @@ pub(super) async fn set(cluster: &Cluster, name: &str, want: u8, timeout: Durati
     )
     .await?;
     cluster.offer_config(&cfg);
-    println!("weft: {name} now keeps {want} metadata replicas ({changed} shard(s) changed)");
+    say(&format!(
+        "{name} now keeps {want} metadata replicas ({changed} shard(s) changed)"
+    ));
     Ok(())
 }
 
@@ -189,11 +234,11 @@ fn new_members(
     let others: Vec<NodeId> = meta.into_iter().filter(|n| *n != node).collect();
     let replicas = usize::from(want) - 1;
     if others.len() < replicas {
-        bail!(
+        return Err(NodeError::invalid(format!(
             "-m {want} needs {want} meta nodes, the cluster has {}: join more nodes \
              with `weft node join … --roles meta` first",
             others.len() + 1
-        );
+        )));
     }
     let witness = (want == 2).then(|| others.get(1).copied()).flatten();
     Ok((others[..replicas].to_vec(), witness))
@@ -209,13 +254,14 @@ async fn grow(
     replicas: &[NodeId],
     witness: Option<NodeId>,
     deadline: Instant,
+    say: Say<'_>,
 ) -> Result<()> {
     let cfg = cluster.config();
     let name_of = |id: NodeId| cfg.node_name(id);
     let replicas = replicas.to_vec();
     let joining: Vec<NodeId> = replicas.iter().copied().chain(witness).collect();
-    println!(
-        "weft: shard {} of {}: {} forms its Raft group; joining it: {}",
+    say(&format!(
+        "shard {} of {}: {} forms its Raft group; joining it: {}",
         s.id,
         fs.name,
         name_of(s.node),
@@ -224,7 +270,7 @@ async fn grow(
             .map(|n| name_of(*n))
             .collect::<Vec<_>>()
             .join(", ")
-    );
+    ));
     let step = |step| ConfigChange::GrowShard {
         fs: fs.name.clone(),
         shard: s.id,
@@ -238,7 +284,7 @@ async fn grow(
     // its copy in its place; the shard's node leads the group of one.
     for node in std::iter::once(s.node).chain(joining.iter().copied()) {
         let leads = node == s.node;
-        let (what, ok): (&str, &dyn Fn(&ReplicaInfo) -> bool) = if leads {
+        let (what, ok): (&str, &(dyn Fn(&ReplicaInfo) -> bool + Sync)) = if leads {
             ("the leader of its group", &|r| {
                 r.role == "leader" && r.serving
             })
@@ -248,18 +294,18 @@ async fn grow(
         wait_in_role(cluster, fs, s.id, node, &name_of(node), what, ok, deadline).await?;
     }
     for node in &joining {
-        catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline, &say).await?;
+        catch_up(cluster, fs, s.id, *node, &name_of(*node), deadline, say).await?;
     }
     let members: Vec<NodeId> = std::iter::once(s.node).chain(joining).collect();
-    set_voters(cluster, fs, s.id, &members, deadline, &say).await?;
+    set_voters(cluster, fs, s.id, &members, deadline, say).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
     cluster.offer_config(&cfg);
-    println!(
-        "weft: shard {} of {}: {} member(s) vote",
+    say(&format!(
+        "shard {} of {}: {} member(s) vote",
         s.id,
         fs.name,
         members.len()
-    );
+    ));
     Ok(())
 }
 
@@ -271,6 +317,7 @@ async fn shrink(
     s: &ShardInfo,
     keep: Option<NodeId>,
     deadline: Instant,
+    say: Say<'_>,
 ) -> Result<()> {
     let cfg = cluster.config();
     let name_of = |id: NodeId| cfg.node_name(id);
@@ -285,13 +332,13 @@ async fn shrink(
         .filter(|m| *m != keep)
         .map(name_of)
         .collect();
-    println!(
-        "weft: shard {} of {}: {keep_name} keeps the one copy; leaving the group: {}",
+    say(&format!(
+        "shard {} of {}: {keep_name} keeps the one copy; leaving the group: {}",
         s.id,
         fs.name,
         others.join(", ")
-    );
-    set_voters(cluster, fs, s.id, &[keep], deadline, &say).await?;
+    ));
+    set_voters(cluster, fs, s.id, &[keep], deadline, say).await?;
     let cfg = change(
         cluster,
         ConfigChange::ShrinkShard {
@@ -314,13 +361,13 @@ async fn shrink(
         deadline,
     )
     .await?;
-    println!(
-        "weft: shard {} of {}: one copy, on {keep_name}; the copies on {} go when \
+    say(&format!(
+        "shard {} of {}: one copy, on {keep_name}; the copies on {} go when \
          their nodes learn of the change",
         s.id,
         fs.name,
         others.join(", ")
-    );
+    ));
     Ok(())
 }
 
@@ -331,12 +378,13 @@ async fn shrink(
 /// half way (the shard growing, or replicated, on exactly `from` and `to`,
 /// in a file system kept at one copy) is finished. Answers false, doing
 /// nothing, for a shard this does not apply to (a replicated move).
-pub(super) async fn move_one_copy(
+pub async fn move_one_copy(
     cluster: &Cluster,
     name: &str,
     shard: ShardId,
     (from, to): (NodeId, NodeId),
     deadline: Instant,
+    say: Say<'_>,
 ) -> Result<bool> {
     let (fs, s) = shard_now(cluster, name, shard).await?;
     let one = !s.replicated() && !s.growing;
@@ -349,24 +397,28 @@ pub(super) async fn move_one_copy(
     let name_of = |id: NodeId| cfg.node_name(id);
     let (from_name, to_name) = (name_of(from), name_of(to));
     if one && s.node != from {
-        bail!(
+        return Err(NodeError::invalid(format!(
             "shard {shard} of {name} has its one copy on {}, not on {from_name}",
             name_of(s.node)
-        );
+        )));
     }
     if from == to {
-        bail!("shard {shard} of {name} is on {from_name} already");
+        return Err(NodeError::invalid(format!(
+            "shard {shard} of {name} is on {from_name} already"
+        )));
     }
     if one || s.growing {
-        println!(
-            "weft: shard {shard} of {name} has one copy: {to_name} joins a Raft group \
+        say(&format!(
+            "shard {shard} of {name} has one copy: {to_name} joins a Raft group \
              {from_name} forms over it, then keeps the copy"
-        );
-        grow(cluster, &fs, &s, &[to], None, deadline).await?;
+        ));
+        grow(cluster, &fs, &s, &[to], None, deadline, say).await?;
     }
     let (fs, s) = shard_now(cluster, name, shard).await?;
-    shrink(cluster, &fs, &s, Some(to), deadline).await?;
-    println!("weft: shard {shard} of {name} moved from {from_name} to {to_name}");
+    shrink(cluster, &fs, &s, Some(to), deadline, say).await?;
+    say(&format!(
+        "shard {shard} of {name} moved from {from_name} to {to_name}"
+    ));
     Ok(true)
 }
 
@@ -393,12 +445,13 @@ async fn leading_replica(
             None if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            None => bail!(
-                "no replica of shard {} of {} leads it (is a majority of its members up?); \
+            None => {
+                return Err(NodeError::not_yet(format!(
+                    "no replica of shard {} of {} leads it (is a majority of its members up?); \
                  run the command again to go on",
-                s.id,
-                fs.name
-            ),
+                    s.id, fs.name
+                )))
+            }
         }
     }
 }
@@ -414,7 +467,7 @@ async fn wait_in_role(
     node: NodeId,
     node_name: &str,
     what: &str,
-    ok: &dyn Fn(&ReplicaInfo) -> bool,
+    ok: &(dyn Fn(&ReplicaInfo) -> bool + Sync),
     deadline: Instant,
 ) -> Result<()> {
     loop {
@@ -423,21 +476,26 @@ async fn wait_in_role(
             Ok(_) | Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Ok(r) => bail!(
-                "{node_name} serves shard {shard} as {} (not yet {what}): is its daemon \
+            Ok(r) => {
+                return Err(NodeError::not_yet(format!(
+                    "{node_name} serves shard {shard} as {} (not yet {what}): is its daemon \
                  running and following the configuration? run the command again to go on",
-                r.role
-            ),
-            Err(e) => bail!(
-                "{node_name} has not opened shard {shard} as {what} ({e}); is its daemon \
+                    r.role
+                )))
+            }
+            Err(e) => {
+                return Err(NodeError::not_yet(format!(
+                    "{node_name} has not opened shard {shard} as {what} ({e}); is its daemon \
                  running? run the command again to go on"
-            ),
+                )))
+            }
         }
     }
 }
 
 /// One member of one shard comes back in the other role (the four steps
 /// of the module header).
+#[allow(clippy::too_many_arguments)]
 async fn regrade(
     cluster: &Cluster,
     fs: &FsInfo,
@@ -446,12 +504,13 @@ async fn regrade(
     node_name: &str,
     witness: bool,
     deadline: Instant,
+    say: Say<'_>,
 ) -> Result<()> {
     let role = if witness { "the witness" } else { "a replica" };
-    println!(
-        "weft: shard {} of {}: {node_name} leaves its group, then comes back as {role}",
+    say(&format!(
+        "shard {} of {}: {node_name} leaves its group, then comes back as {role}",
         s.id, fs.name
-    );
+    ));
     let step = |step| ConfigChange::RegradeShard {
         fs: fs.name.clone(),
         shard: s.id,
@@ -460,7 +519,7 @@ async fn regrade(
         step,
     };
     let others: Vec<NodeId> = s.members().into_iter().filter(|m| *m != node).collect();
-    set_voters(cluster, fs, s.id, &others, deadline, &say).await?;
+    set_voters(cluster, fs, s.id, &others, deadline, say).await?;
     let cfg = change(cluster, step(MoveStep::Begin)).await?;
     cluster.offer_config(&cfg);
     // Until its daemon has reopened the shard, the member of the old role
@@ -468,10 +527,13 @@ async fn regrade(
     // with the log and none of the records).
     let ok = |r: &ReplicaInfo| (r.role == "witness") == witness;
     wait_in_role(cluster, fs, s.id, node, node_name, role, &ok, deadline).await?;
-    catch_up(cluster, fs, s.id, node, node_name, deadline, &say).await?;
-    set_voters(cluster, fs, s.id, &s.members(), deadline, &say).await?;
+    catch_up(cluster, fs, s.id, node, node_name, deadline, say).await?;
+    set_voters(cluster, fs, s.id, &s.members(), deadline, say).await?;
     let cfg = change(cluster, step(MoveStep::Finish)).await?;
     cluster.offer_config(&cfg);
-    println!("weft: shard {} of {}: {node_name} is {role}", s.id, fs.name);
+    say(&format!(
+        "shard {} of {}: {node_name} is {role}",
+        s.id, fs.name
+    ));
     Ok(())
 }
