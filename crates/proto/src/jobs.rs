@@ -17,6 +17,14 @@ pub enum JobKind {
     /// `weft fs set FS -m N`: every shard of `fs` gets `replicas`
     /// metadata replicas, then the file system records the count.
     MetaReplicas { fs: String, replicas: u8 },
+    /// `weft meta move FS SHARD --from A --to B`: node `from`'s place in
+    /// shard `shard` of `fs` goes to node `to`.
+    MetaMove {
+        fs: String,
+        shard: crate::types::ShardId,
+        from: crate::types::NodeId,
+        to: crate::types::NodeId,
+    },
 }
 
 impl JobKind {
@@ -24,13 +32,19 @@ impl JobKind {
     pub fn command(&self) -> String {
         match self {
             JobKind::MetaReplicas { fs, replicas } => format!("weft fs set {fs} -m {replicas}"),
+            JobKind::MetaMove {
+                fs,
+                shard,
+                from,
+                to,
+            } => format!("weft meta move {fs} {shard} --from {from} --to {to}"),
         }
     }
 
     /// The file system it changes.
     pub fn fs(&self) -> &str {
         match self {
-            JobKind::MetaReplicas { fs, .. } => fs,
+            JobKind::MetaReplicas { fs, .. } | JobKind::MetaMove { fs, .. } => fs,
         }
     }
 }

@@ -33,6 +33,24 @@ pub fn submit(config: &mut ClusterConfig, kind: &JobKind, at: u64) -> Result<(),
                 )));
             }
         }
+        JobKind::MetaMove {
+            fs,
+            shard,
+            from,
+            to,
+        } => {
+            let Some(f) = config.filesystem(fs) else {
+                return Err(refuse(format!("file system {fs} does not exist")));
+            };
+            if !f.shards.iter().any(|s| s.id == *shard) {
+                return Err(refuse(format!("{fs} has no shard {shard}")));
+            }
+            for n in [from, to] {
+                if config.node(*n).is_none() {
+                    return Err(refuse(format!("node {n} is not in the cluster")));
+                }
+            }
+        }
     }
     if let Some(j) = config
         .jobs
@@ -173,6 +191,35 @@ mod tests {
         assert!(next(&c).is_none());
         submit(&mut c, &meta(&fs, 1), 15).unwrap();
         assert_eq!(next(&c).map(|j| j.id), Some(2));
+    }
+
+    #[test]
+    fn a_shard_move_names_a_file_system_shard_and_nodes_that_exist() {
+        let mut c = sample_config();
+        let fs = c.filesystems[0].name.clone();
+        let mv = |fs: &str, shard, from, to| JobKind::MetaMove {
+            fs: fs.into(),
+            shard,
+            from,
+            to,
+        };
+        let e = submit(&mut c, &mv("nofs", 0, 1, 2), 1).unwrap_err();
+        assert!(
+            e.to_string().contains("file system nofs does not exist"),
+            "{e}"
+        );
+        let e = submit(&mut c, &mv(&fs, 99, 1, 2), 1).unwrap_err();
+        assert!(e.to_string().contains("has no shard 99"), "{e}");
+        let e = submit(&mut c, &mv(&fs, 0, 1, 42), 1).unwrap_err();
+        assert!(
+            e.to_string().contains("node 42 is not in the cluster"),
+            "{e}"
+        );
+        submit(&mut c, &mv(&fs, 0, 1, 2), 2).unwrap();
+        assert_eq!(
+            next(&c).map(|j| j.kind.command()),
+            Some(format!("weft meta move {fs} 0 --from 1 --to 2"))
+        );
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //!
 //! A new kind of job is a variant of `weft_proto::jobs::JobKind`, its
 //! checks in `weft_quorum::jobs::submit`, and its runner here, one file
-//! per kind (`meta_replicas.rs`).
+//! per kind (`meta_replicas.rs`; `weft meta move` runs the steps of
+//! `shard_group::move_member`).
 
 pub mod meta_replicas;
 
@@ -142,6 +143,24 @@ async fn report(cluster: &Cluster, id: JobId, state: JobState, lines: Vec<String
     }
 }
 
+/// `weft meta move`: a shard with one copy moves by growing and shrinking
+/// (`meta_replicas::move_one_copy`), a replicated one by the steps of
+/// `shard_group::move_member`.
+async fn move_shard(
+    cluster: &Cluster,
+    fs: &str,
+    shard: weft_proto::types::ShardId,
+    nodes: (weft_proto::types::NodeId, weft_proto::types::NodeId),
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<(), NodeError> {
+    let deadline = std::time::Instant::now() + STEP_TIMEOUT;
+    cluster.refresh().await?;
+    if meta_replicas::move_one_copy(cluster, fs, shard, nodes, deadline, say).await? {
+        return Ok(());
+    }
+    crate::shard_group::move_member(cluster, fs, shard, nodes, deadline, say).await
+}
+
 /// Runs `job` once, to its end or to an error.
 async fn run_job(cluster: Arc<Cluster>, job: Job, last_error: Arc<Mutex<Option<String>>>) {
     let id = job.id;
@@ -184,6 +203,12 @@ async fn run_job(cluster: Arc<Cluster>, job: Job, last_error: Arc<Mutex<Option<S
         JobKind::MetaReplicas { fs, replicas } => {
             meta_replicas::set(&cluster, fs, *replicas, STEP_TIMEOUT, &say, &cancelled).await
         }
+        JobKind::MetaMove {
+            fs,
+            shard,
+            from,
+            to,
+        } => move_shard(&cluster, fs, *shard, (*from, *to), &say).await,
     };
     drop(say);
     let _ = logger.await;

@@ -10,10 +10,12 @@
 //! replica, and then the new node keeps the one copy while the old node
 //! leaves the group and deletes its copy.
 //!
-//! Every step may be done twice, so a move that stopped (the command
-//! killed, a leader lost) is finished by running the command again.
+//! The move is a job of the cluster manager (`weft job list`): the command
+//! records it and follows it; killed, the move goes on. Every step may be
+//! done twice, so a manager lost half way is replaced by the next one,
+//! which runs the move again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use weft_proto::config::ClusterConfig;
@@ -38,10 +40,14 @@ pub struct MetaMoveArgs {
     /// shard.
     #[arg(long)]
     to: String,
-    /// Give up (leaving the move to be finished by running the command
-    /// again) after this many seconds.
+    /// Stop following the move after this many seconds (the cluster
+    /// manager goes on with it).
     #[arg(long, default_value_t = 1800)]
     timeout: u64,
+    /// Record the move as a job and return at once (`weft job show ID`
+    /// follows it).
+    #[arg(long)]
+    no_wait: bool,
     #[command(flatten)]
     target: Target,
 }
@@ -67,37 +73,22 @@ fn node_id(cfg: &ClusterConfig, given: &str) -> Result<NodeId> {
 pub fn run(args: MetaMoveArgs) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
-        let (cluster, _client) = admin::client(&args.target, &args.name).await?;
+        let cluster = admin::connect(&args.target).await?;
         let cfg = cluster.refresh().await?;
         let from = node_id(&cfg, &args.from)?;
         let to = node_id(&cfg, &args.to)?;
-        let deadline = Instant::now() + Duration::from_secs(args.timeout);
-        if weft_node::jobs::meta_replicas::move_one_copy(
+        let kind = weft_proto::jobs::JobKind::MetaMove {
+            fs: args.name.clone(),
+            shard: args.shard,
+            from,
+            to,
+        };
+        super::job::submit(
             &cluster,
-            &args.name,
-            args.shard,
-            (from, to),
-            deadline,
-            &say,
+            kind,
+            args.no_wait,
+            Duration::from_secs(args.timeout),
         )
-        .await?
-        {
-            return Ok(());
-        }
-        weft_node::shard_group::move_member(
-            &cluster,
-            &args.name,
-            args.shard,
-            (from, to),
-            deadline,
-            &say,
-        )
-        .await?;
-        Ok(())
+        .await
     })
-}
-
-/// A step's progress, as a command prints it.
-fn say(message: &str) {
-    println!("weft: {message}");
 }
