@@ -13,6 +13,7 @@ use serde::{de::DeserializeOwned, Serialize};
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_proto::frame::{decode_body, encode_frame};
+use weft_proto::iobuf::IoBuf;
 use weft_proto::msg::{Auth, AuthReply, Hello, HelloReply, JoinClaim};
 use weft_proto::{FrameHeader, FrameKind, ProtoError, HEADER_LEN, WIRE_VERSION};
 
@@ -46,23 +47,51 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
             },
         ));
     }
-    let total = header.body_len as usize + header.data_len as usize;
-    // Filled by reads straight into spare capacity: no memset of large frames.
-    let mut buf = BytesMut::with_capacity(total);
-    while buf.len() < total {
+    let (body_len, data_len) = (header.body_len as usize, header.data_len as usize);
+    if data_len < POOLED_DATA_MIN {
+        // Filled by reads straight into spare capacity: no memset of large frames.
+        let mut buf = BytesMut::with_capacity(body_len + data_len);
+        read_into(r, &mut buf, body_len + data_len, addr).await?;
+        let mut body = buf.freeze();
+        let data = body.split_off(body_len);
+        header.verify(&body, &data).map_err(|e| proto(addr, e))?;
+        return Ok(Some(RawFrame { header, body, data }));
+    }
+    // A block's bytes go into a recycled, aligned buffer: no fresh pages
+    // to fault in, and an NSD writes a whole block from it as it is.
+    let mut buf = BytesMut::with_capacity(body_len);
+    read_into(r, &mut buf, body_len, addr).await?;
+    let body = buf.freeze();
+    let mut pooled = IoBuf::take(data_len);
+    r.read_exact(pooled.as_mut_slice())
+        .await
+        .map_err(|e| io(addr, e))?;
+    let data = pooled.into_bytes();
+    header.verify(&body, &data).map_err(|e| proto(addr, e))?;
+    Ok(Some(RawFrame { header, body, data }))
+}
+
+/// Bulk data of at least this many bytes is read into a recycled buffer.
+const POOLED_DATA_MIN: usize = 64 << 10;
+
+/// Reads `len` bytes into the spare capacity of `buf`.
+async fn read_into<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut BytesMut,
+    len: usize,
+    addr: &str,
+) -> Result<(), NetError> {
+    while buf.len() < len {
         let n = (&mut *r)
-            .take((total - buf.len()) as u64)
-            .read_buf(&mut buf)
+            .take((len - buf.len()) as u64)
+            .read_buf(buf)
             .await
             .map_err(|e| io(addr, e))?;
         if n == 0 {
             return Err(io(addr, std::io::ErrorKind::UnexpectedEof.into()));
         }
     }
-    let mut body = buf.freeze();
-    let data = body.split_off(header.body_len as usize);
-    header.verify(&body, &data).map_err(|e| proto(addr, e))?;
-    Ok(Some(RawFrame { header, body, data }))
+    Ok(())
 }
 
 pub(crate) async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(

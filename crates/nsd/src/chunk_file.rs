@@ -8,8 +8,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use bytes::Bytes;
 use std::path::Path;
 
-use crate::buffers::IoBuf;
 use crate::chunk::{piece_of, piece_range, ChunkFormatError, ChunkHeader, HEADER_LEN};
+use weft_proto::iobuf::IoBuf;
 
 /// Why a chunk file could not be read.
 #[derive(Debug)]
@@ -117,8 +117,7 @@ pub fn open_direct(path: &Path) -> io::Result<Option<File>> {
     }
 }
 
-/// Alignment of direct I/O: offsets, lengths and buffer addresses.
-pub const DIRECT_ALIGN: usize = 4096;
+pub use weft_proto::iobuf::DIRECT_ALIGN;
 
 /// Writes at least this long go past the host's page cache (`O_DIRECT`),
 /// whether the client asked for direct I/O or not: always on the chunk
@@ -151,17 +150,52 @@ pub fn write_direct(path: &Path, at: u64, data: &[u8], cut_to: Option<u64>) -> i
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(false),
         Err(e) => return Err(e),
     };
-    let mut io = IoBuf::take(data.len());
-    let buf = io.padded();
-    let (head, tail) = buf.split_at_mut(data.len());
-    head.copy_from_slice(data);
-    // A recycled buffer holds another chunk's bytes: the page's end is zeros.
-    tail.fill(0);
-    file.write_all_at(buf, at)?;
+    if weft_proto::iobuf::is_direct_aligned(data) {
+        // A whole block as the client gathered it or the wire brought it
+        // (both in aligned buffers): written as it is.
+        file.write_all_at(data, at)?;
+    } else {
+        let mut io = IoBuf::take(data.len());
+        let buf = io.padded();
+        let (head, tail) = buf.split_at_mut(data.len());
+        head.copy_from_slice(data);
+        // A recycled buffer holds another chunk's bytes: the page's end is zeros.
+        tail.fill(0);
+        file.write_all_at(buf, at)?;
+    }
     if let Some(len) = cut_to {
         file.set_len(len)?;
     }
     Ok(true)
+}
+
+/// Makes bytes `at..at + len` of `file` read as zeros and, where the host
+/// file system can, allocates them without writing them (`fallocate`: the
+/// space is taken now, as a preallocation promises). Where it cannot
+/// (`EOPNOTSUPP`), the file is only made long enough: a hole reads as zeros.
+pub fn preallocate(file: &File, at: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(at), libc::off_t::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: fallocate reads no memory of ours; the descriptor is open.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, off, n) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+            if file.metadata()?.len() < at + len {
+                file.set_len(at + len)?;
+            }
+            Ok(())
+        }
+        _ => Err(e),
+    }
 }
 
 /// [`read_verified`] through a file opened with [`open_direct`]: the

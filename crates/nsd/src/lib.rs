@@ -92,7 +92,6 @@
 //! most a block); when a header is damaged behind the server's back the
 //! totals may be off by that chunk until the next open recounts them.
 
-mod buffers;
 mod chunk;
 mod chunk_file;
 mod chunk_store;

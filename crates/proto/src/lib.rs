@@ -11,6 +11,7 @@
 //! - what one metadata shard asks another ([`shard`]);
 //! - the revocations of cached metadata a shard sends clients ([`token`]);
 //! - the pure striping arithmetic of a file layout ([`layout`]);
+//! - the recycled, aligned buffers bulk data travels in ([`iobuf`]);
 //! - with the `sample` feature, a small configuration for tests (`sample`).
 //!
 //! The wire version lives in every frame header; a peer that speaks another
@@ -21,6 +22,7 @@ pub mod error;
 pub mod frame;
 #[cfg(test)]
 mod golden;
+pub mod iobuf;
 pub mod jobs;
 pub mod layout;
 pub mod msg;

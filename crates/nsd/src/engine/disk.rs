@@ -174,12 +174,12 @@ impl Disk for FileDisk {
         let Some(direct) = &self.direct else {
             return Ok(false);
         };
-        let align = crate::chunk_file::DIRECT_ALIGN;
+        let align = weft_proto::iobuf::DIRECT_ALIGN;
         if buf.as_ptr().align_offset(align) == 0 && buf.len().is_multiple_of(align) {
             direct.read_exact_at(buf, offset)?;
             return Ok(true);
         }
-        let mut io = crate::buffers::IoBuf::take(buf.len());
+        let mut io = weft_proto::iobuf::IoBuf::take(buf.len());
         let dst = io.as_mut_slice();
         direct.read_exact_at(dst, offset)?;
         buf.copy_from_slice(dst);
@@ -189,7 +189,7 @@ impl Disk for FileDisk {
         let Some(direct) = &self.direct else {
             return Ok(false);
         };
-        let align = crate::chunk_file::DIRECT_ALIGN;
+        let align = weft_proto::iobuf::DIRECT_ALIGN;
         if !buf.len().is_multiple_of(align) || !offset.is_multiple_of(align as u64) {
             return Ok(false);
         }
@@ -198,7 +198,7 @@ impl Disk for FileDisk {
             direct.write_all_at(buf, offset)?;
             return Ok(true);
         }
-        let mut io = crate::buffers::IoBuf::take(buf.len());
+        let mut io = weft_proto::iobuf::IoBuf::take(buf.len());
         let dst = io.as_mut_slice();
         dst.copy_from_slice(buf);
         direct.write_all_at(dst, offset)?;

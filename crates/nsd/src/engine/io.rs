@@ -401,7 +401,7 @@ impl Engine {
         // Aligned, so that a direct read lands in it without a copy.
         let n = ((last - first + 1) * P) as usize;
         // `read_pages` writes every byte of it (zeros for absent pages).
-        let mut io = crate::buffers::IoBuf::take(n);
+        let mut io = weft_proto::iobuf::IoBuf::take(n);
         self.read_pages(c, &rec, first, last, io.as_mut_slice(), direct)?;
         let base = first * P;
         let data = io.freeze((offset - base) as usize, (end - base) as usize);

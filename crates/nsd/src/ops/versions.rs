@@ -15,7 +15,7 @@ use weft_proto::types::ChunkId;
 use crate::chunk::{ChunkHeader, NO_CHAIN};
 use crate::chunk_file;
 use crate::error::RequestError;
-use crate::ops::write::WriteMode;
+use crate::ops::write::{Body, WriteMode};
 use crate::paths::{parse_decimal, parse_entry, parse_file_dir, Entry};
 use crate::store::Store;
 use crate::update::plan_write;
@@ -183,7 +183,15 @@ impl Store {
             chain,
             ..header
         };
-        self.replace(c, &path, old, header, 0, data, WriteMode::default())?;
+        self.replace(
+            c,
+            &path,
+            old,
+            header,
+            0,
+            Body::Data(data),
+            WriteMode::default(),
+        )?;
         Ok(true)
     }
 }

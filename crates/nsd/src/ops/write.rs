@@ -1,12 +1,12 @@
 //! `Write`: data at an offset inside one chunk, creating it.
 //!
-//! A write that creates the chunk, or covers all of it from offset 0, builds a
-//! new file beside it and renames it over the old one (atomic; when there is
-//! an old one, the new file's data is made durable first, so a power cut
-//! leaves one of the two). Any other
-//! write changes the file in place: it names the chunk in the intent log
-//! (durably, once per epoch), verifies the old pieces it only partly covers,
-//! writes the data, then the new header.
+//! A write that creates the chunk builds a new file beside it and renames it
+//! into place (atomic), as does a whole block that replaces a damaged chunk
+//! (its new data made durable first, so a power cut leaves one of the two).
+//! Any other write, one that covers all of an existing chunk too, changes
+//! the file in place: it names the chunk in the intent log (durably, once
+//! per epoch), verifies the old pieces it only partly covers, writes the
+//! data, then the new header.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -21,6 +21,16 @@ use crate::chunk_file::{self, ChunkIoError, Loaded, DIRECT_ALIGN};
 use crate::error::RequestError;
 use crate::store::Store;
 use crate::update::plan_write;
+
+/// What a new chunk file holds after its header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Body<'a> {
+    /// These bytes, at the write's offset.
+    Data(&'a [u8]),
+    /// Zeros to this length, allocated on the host without being written
+    /// (`fallocate`'s preallocation).
+    Zeros(u32),
+}
 
 /// How a write reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,15 +92,14 @@ impl Store {
         let Some(file) = chunk_file::open(&path, true).map_err(|e| self.io("open", &path, e))?
         else {
             let header = self.new_header(None, offset, data, mode)?;
-            return self.replace(c, &path, None, header, offset, data, mode);
+            return self.replace(c, &path, None, header, offset, Body::Data(data), mode);
         };
         let whole_block = offset == 0 && data.len() as u64 == u64::from(self.spec.block_size);
         match chunk_file::load(&file) {
-            Ok(loaded) if offset == 0 && data.len() as u64 >= u64::from(loaded.header.len) => {
-                let old = &loaded.header;
-                let header = self.new_header(Some(old.version), offset, data, mode)?;
-                self.replace(c, &path, Some(old.len), header, offset, data, mode)
-            }
+            // Covering all of the chunk too: a copy renamed over it would
+            // have to be made durable first (a 4 MiB `fdatasync` per block
+            // a preallocated file's writer fills), where the intent costs
+            // one short line per chunk and epoch.
             Ok(loaded) => self.write_in_place(c, &path, &file, &loaded, offset, data, mode),
             // A whole block replaces a damaged chunk: that is how it is rebuilt.
             Err(ChunkIoError::Format(reason)) if whole_block => {
@@ -100,7 +109,7 @@ impl Store {
                 // Its version is lost with its header: one no write makes.
                 let version = crate::recover::RECOVERED_VERSION;
                 let header = self.new_header(Some(version), offset, data, mode)?;
-                self.replace(c, &path, Some(old), header, offset, data, mode)
+                self.replace(c, &path, Some(old), header, offset, Body::Data(data), mode)
             }
             Err(e) => Err(self.chunk_error(c, &path, e)),
         }
@@ -134,7 +143,7 @@ impl Store {
         old: Option<u32>,
         header: ChunkHeader,
         offset: u32,
-        data: &[u8],
+        body: Body<'_>,
         mode: WriteMode,
     ) -> Result<i64, RequestError> {
         self.reserve(old, Some(header.len))?;
@@ -142,7 +151,7 @@ impl Store {
             .paths
             .tmp(c, self.tmp_seq.fetch_add(1, Ordering::Relaxed));
         let placed = self.create_tmp(c, &tmp).and_then(|(file, created)| {
-            self.fill(&file, &tmp, &header, offset, data, mode)?;
+            self.fill(&file, &tmp, &header, offset, body, mode)?;
             if old.is_some() && !mode.sync {
                 // The rename must not reach the disk before the new bytes:
                 // a power cut would leave neither the old chunk nor the new.
@@ -193,18 +202,26 @@ impl Store {
         Ok((file, created))
     }
 
-    /// Writes header and data into a new file.
+    /// Writes header and body into a new file.
     fn fill(
         &self,
         file: &File,
         tmp: &Path,
         header: &ChunkHeader,
         offset: u32,
-        data: &[u8],
+        body: Body<'_>,
         mode: WriteMode,
     ) -> Result<(), RequestError> {
         file.write_all_at(&header.encode(), 0)
             .map_err(|e| self.io("write", tmp, e))?;
+        let data = match body {
+            Body::Data(data) => data,
+            Body::Zeros(len) => {
+                chunk_file::preallocate(file, HEADER_LEN as u64, u64::from(len))
+                    .map_err(|e| self.io("preallocate", tmp, e))?;
+                &[]
+            }
+        };
         let at = HEADER_LEN as u64 + u64::from(offset);
         // The file is new: padding past the data is cut off again.
         let direct = crate::host_dirty::goes_past_cache(data.len(), mode.direct)

@@ -1,5 +1,6 @@
 //! Writes and reads, truncate, delete, sync and stats on healthy chunks.
 
+use weft_nsd::HEADER_LEN;
 use weft_proto::layout::round_to_subblock;
 use weft_proto::msg::{NsdRequest, Response};
 use weft_proto::ErrorKind;
@@ -355,6 +356,62 @@ fn allocate_grows_with_zeros_and_keeps_data() {
     assert_eq!(e.stat(1).used, 192 << 10);
     let err = error_of(e.allocate(1, c, BS + 1));
     assert_eq!(err.kind, weft_proto::ErrorKind::Invalid);
+}
+
+/// Bytes `from..to` of the file at `path` hold no data on the host
+/// (`SEEK_DATA` skips them: a hole, or space allocated and never written).
+fn no_data_written(path: &std::path::Path, from: u64, to: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: lseek reads no memory; the descriptor is open.
+    let at = unsafe { libc::lseek(f.as_raw_fd(), from as libc::off_t, libc::SEEK_DATA) };
+    at < 0 || at as u64 >= to
+}
+
+/// A preallocation allocates the chunk's new bytes on the host without
+/// writing zeros through the page cache: written zeros cost a preallocated
+/// file's writer (fio lays its files out so) a second copy, checksum and
+/// write-back of every block (docs/performance-streaming.md).
+#[test]
+fn allocate_takes_space_without_writing_zeros() {
+    let e = env();
+    let c = chunk(12, 0);
+    assert_eq!(e.allocate(1, c, BS), Response::Allocated(i64::from(BS)));
+    let path = e.server.chunk_path(1, &c).unwrap();
+    let end = HEADER_LEN as u64 + u64::from(BS);
+    assert!(std::fs::metadata(&path).unwrap().len() >= end);
+    assert!(
+        no_data_written(&path, HEADER_LEN as u64, end),
+        "the preallocated range was written"
+    );
+    assert_eq!(e.read_all(1, c).unwrap(), vec![0; BS as usize]);
+    // Grown again from inside a piece: that piece's old bytes are kept
+    // and its checksum covers both.
+    let c2 = chunk(12, 1);
+    e.write_ok(1, c2, 0, &pattern(12, PIECE + 10));
+    e.allocate(1, c2, 3 * PIECE as u32);
+    let got = e.read_all(1, c2).unwrap();
+    assert_eq!(&got[..PIECE + 10], &pattern(12, PIECE + 10)[..]);
+    assert!(got[PIECE + 10..].iter().all(|b| *b == 0));
+    assert_eq!(got.len(), 3 * PIECE);
+}
+
+/// A write that covers all of an existing chunk changes it in place (the
+/// intent log covers a power cut), not through a copy that would have to
+/// be made durable before it is renamed over the chunk: that `fdatasync`
+/// per block halved four streams filling preallocated files.
+#[test]
+fn a_whole_chunk_overwrite_stays_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    let e = env();
+    let c = chunk(13, 0);
+    e.allocate(1, c, BS);
+    let path = e.server.chunk_path(1, &c).unwrap();
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let data = pattern(13, BS as usize);
+    e.write_ok(1, c, 0, &data);
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino, "renamed over");
+    assert_eq!(e.read_all(1, c).unwrap(), data);
 }
 
 #[test]
