@@ -43,6 +43,17 @@ impl ClientError {
         }
     }
 
+    /// Whether the error is a server that did not answer in time, or a
+    /// connection that could not be made in time, once the client's own
+    /// retries are spent: the application sees `ETIMEDOUT`, the truth,
+    /// rather than `EIO`.
+    pub fn timed_out(&self) -> bool {
+        matches!(
+            self,
+            ClientError::Net(NetError::Timeout { .. } | NetError::ConnectTimeout { .. })
+        )
+    }
+
     pub(crate) fn local(kind: ErrorKind, message: impl Into<String>) -> Self {
         ClientError::Local(RemoteError::new(kind, message))
     }
@@ -59,11 +70,13 @@ mod tests {
             after_ms: 60_000,
         });
         assert!(timeout.is_retryable());
+        assert!(timeout.timed_out());
         let closed = ClientError::Net(NetError::Closed {
             addr: "h1:1".into(),
             reason: "reset".into(),
         });
         assert!(closed.is_retryable());
+        assert!(!closed.timed_out());
         let no_quorum = ClientError::Net(NetError::Remote(RemoteError::new(
             ErrorKind::NoQuorum,
             "1 of 3",

@@ -38,12 +38,24 @@ pub fn errno(kind: ErrorKind) -> i32 {
     }
 }
 
+/// The errno of a client error: its kind's, except that a server that did
+/// not answer in time (once the client's retries are spent) is
+/// `ETIMEDOUT`, not `EIO`: the data may be fine, the network or the
+/// server is not.
+pub fn client_errno(err: &ClientError) -> i32 {
+    if err.timed_out() {
+        libc::ETIMEDOUT
+    } else {
+        errno(err.kind())
+    }
+}
+
 /// Turns a client error into the reply errno, logging it: expected
 /// outcomes (ENOENT, EEXIST, …) at debug, I/O errors — a server or disk in
 /// trouble — at warn. `op` and `ino` are repeated in the event because the
 /// per-request span is only recorded at debug level.
 pub(crate) fn reply_errno(op: &'static str, ino: u64, err: &ClientError) -> Errno {
-    let code = errno(err.kind());
+    let code = client_errno(err);
     let _ = crate::request::CURRENT_OP.try_with(|m| m.failed());
     if code == libc::EIO {
         tracing::warn!(op, ino, error = %err, "weft request failed with EIO");
@@ -90,6 +102,30 @@ mod tests {
             assert_eq!(errno(kind), code, "{kind:?}");
             assert!(errno(kind) > 0);
         }
+    }
+
+    #[test]
+    fn a_server_that_does_not_answer_is_etimedout_a_lost_connection_eio() {
+        use weft_net::NetError;
+        let timeout = ClientError::Net(NetError::Timeout {
+            addr: "10.0.0.1:7000".into(),
+            after_ms: 30_000,
+        });
+        assert_eq!(client_errno(&timeout), libc::ETIMEDOUT);
+        let connect = ClientError::Net(NetError::ConnectTimeout {
+            addr: "10.0.0.1:7000".into(),
+        });
+        assert_eq!(client_errno(&connect), libc::ETIMEDOUT);
+        let closed = ClientError::Net(NetError::Closed {
+            addr: "10.0.0.1:7000".into(),
+            reason: "reset".into(),
+        });
+        assert_eq!(client_errno(&closed), libc::EIO);
+        let no_quorum = ClientError::Net(NetError::Remote(weft_proto::RemoteError::new(
+            ErrorKind::NoQuorum,
+            "no quorum",
+        )));
+        assert_eq!(client_errno(&no_quorum), libc::EAGAIN);
     }
 
     #[test]
