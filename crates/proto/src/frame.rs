@@ -25,8 +25,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// what a message means (23: shards record a member changing role, `weft fs
 /// set -m`; 28: a closed file's data tokens may be kept, `Closed { keep }`,
 /// `Opened { kept }`; 31: a file system's `meta_recovery_wait`; 32: jobs in the
-/// configuration, `SubmitJob`, `JobProgress`, `CancelJob`).
-pub const WIRE_VERSION: u16 = 32;
+/// configuration, `SubmitJob`, `JobProgress`, `CancelJob`; 33: restripe and
+/// disk delete jobs, a job's count of steps done).
+pub const WIRE_VERSION: u16 = 33;
 pub const HEADER_LEN: usize = 36;
 /// Largest encoded body (directory listings, configuration).
 pub const MAX_BODY: u32 = 8 << 20;

@@ -1,6 +1,6 @@
 //! Jobs: the long-running changes an admin command asks for (`weft fs set
-//! -m`, and later restripes, drains, quota checks, policy runs, snapshot
-//! deletion). A job is recorded in the cluster configuration, so it
+//! -m`, `weft meta move`, `weft restripe`, `weft disk delete`, and later
+//! quota checks, policy runs, snapshot deletion). A job is recorded in the cluster configuration, so it
 //! outlives the admin's command and the manager that runs it: the cluster
 //! manager runs the first unfinished job, records its progress, and the
 //! next manager after a failover resumes it (every step of a job may be
@@ -25,6 +25,19 @@ pub enum JobKind {
         from: crate::types::NodeId,
         to: crate::types::NodeId,
     },
+    /// `weft restripe FS -r|-R|-b`: copies move off disks that are not up
+    /// and ready (`replicate`), every chain gets the file system's data
+    /// replicas (`replicas`), the chains spread evenly over the data disks
+    /// (`balance`); the job ends when every copy has arrived.
+    Restripe {
+        fs: String,
+        replicate: bool,
+        replicas: bool,
+        balance: bool,
+    },
+    /// `weft disk delete FS NSD...`: the disks are suspended, their copies
+    /// move to other disks, and they leave the file system.
+    DiskDelete { fs: String, disks: Vec<String> },
 }
 
 impl JobKind {
@@ -38,13 +51,31 @@ impl JobKind {
                 from,
                 to,
             } => format!("weft meta move {fs} {shard} --from {from} --to {to}"),
+            JobKind::Restripe {
+                fs,
+                replicate,
+                replicas,
+                balance,
+            } => {
+                let flags: Vec<&str> = [(*replicate, "-r"), (*replicas, "-R"), (*balance, "-b")]
+                    .into_iter()
+                    .filter_map(|(on, flag)| on.then_some(flag))
+                    .collect();
+                format!("weft restripe {fs} {}", flags.join(" "))
+            }
+            JobKind::DiskDelete { fs, disks } => {
+                format!("weft disk delete {fs} {}", disks.join(" "))
+            }
         }
     }
 
     /// The file system it changes.
     pub fn fs(&self) -> &str {
         match self {
-            JobKind::MetaReplicas { fs, .. } | JobKind::MetaMove { fs, .. } => fs,
+            JobKind::MetaReplicas { fs, .. }
+            | JobKind::MetaMove { fs, .. }
+            | JobKind::Restripe { fs, .. }
+            | JobKind::DiskDelete { fs, .. } => fs,
         }
     }
 }
@@ -104,6 +135,17 @@ pub struct Job {
     pub updated: u64,
     /// `weft job cancel` asked it to stop.
     pub cancel: bool,
+    /// How far it is, when it can say: steps done of all it has to do
+    /// (copies moved, shards changed), for a progress bar.
+    #[serde(default)]
+    pub count: Option<JobCount>,
+}
+
+/// Steps a job has done of all it has to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCount {
+    pub done: u64,
+    pub total: u64,
 }
 
 impl Job {
@@ -143,8 +185,21 @@ mod tests {
             submitted: 0,
             updated: 0,
             cancel: false,
+            count: None,
         };
         assert_eq!(j.kind.command(), "weft fs set fs1 -m 3");
+        let r = JobKind::Restripe {
+            fs: "fs1".into(),
+            replicate: true,
+            replicas: false,
+            balance: true,
+        };
+        assert_eq!(r.command(), "weft restripe fs1 -r -b");
+        let d = JobKind::DiskDelete {
+            fs: "fs1".into(),
+            disks: vec!["nsd2".into(), "nsd3".into()],
+        };
+        assert_eq!(d.command(), "weft disk delete fs1 nsd2 nsd3");
         for i in 0..100 {
             j.add_line(format!("line {i}"));
         }

@@ -123,8 +123,9 @@ pub fn apply(config: &mut ClusterConfig, change: &ConfigChange) -> Result<(), Qu
             id,
             state,
             lines,
+            count,
             at,
-        } => crate::jobs::progress(config, *id, state, lines, *at),
+        } => crate::jobs::progress(config, *id, state, lines, *count, *at),
         ConfigChange::CancelJob { id, at } => crate::jobs::cancel(config, *id, *at),
     }
 }

@@ -4,7 +4,7 @@
 //! every change.
 
 use weft_proto::config::ClusterConfig;
-use weft_proto::jobs::{Job, JobId, JobKind, JobState};
+use weft_proto::jobs::{Job, JobCount, JobId, JobKind, JobState};
 
 use crate::QuorumError;
 
@@ -51,6 +51,39 @@ pub fn submit(config: &mut ClusterConfig, kind: &JobKind, at: u64) -> Result<(),
                 }
             }
         }
+        JobKind::Restripe {
+            fs,
+            replicate,
+            replicas,
+            balance,
+        } => {
+            if config.filesystem(fs).is_none() {
+                return Err(refuse(format!("file system {fs} does not exist")));
+            }
+            if !(*replicate || *replicas || *balance) {
+                return Err(refuse("a restripe needs -r, -R or -b"));
+            }
+        }
+        JobKind::DiskDelete { fs, disks } => {
+            let Some(f) = config.filesystem(fs) else {
+                return Err(refuse(format!("file system {fs} does not exist")));
+            };
+            if disks.is_empty() {
+                return Err(refuse("name the disks to delete"));
+            }
+            for d in disks {
+                let belongs = config
+                    .nsds
+                    .iter()
+                    .find(|n| &n.name == d)
+                    .is_some_and(|n| f.in_chains(n.id) || f.spares.contains(&n.id));
+                if !belongs {
+                    return Err(refuse(format!(
+                        "{d} is not a disk of {fs} (`weft disk list {fs}` shows them)"
+                    )));
+                }
+            }
+        }
     }
     if let Some(j) = config
         .jobs
@@ -76,6 +109,7 @@ pub fn submit(config: &mut ClusterConfig, kind: &JobKind, at: u64) -> Result<(),
         submitted: at,
         updated: at,
         cancel: false,
+        count: None,
     });
     forget_old(config);
     Ok(())
@@ -103,12 +137,14 @@ fn forget_old(config: &mut ClusterConfig) {
     });
 }
 
-/// The manager's progress on job `id`. A finished job does not change.
+/// The manager's progress on job `id` (`count`: how far it is, `None`
+/// keeps the last). A finished job does not change.
 pub fn progress(
     config: &mut ClusterConfig,
     id: JobId,
     state: &JobState,
     lines: &[String],
+    count: Option<JobCount>,
     at: u64,
 ) -> Result<(), QuorumError> {
     let Some(j) = config.jobs.iter_mut().find(|j| j.id == id) else {
@@ -121,6 +157,9 @@ pub fn progress(
         j.add_line(l.clone());
     }
     j.state = state.clone();
+    if count.is_some() {
+        j.count = count;
+    }
     j.updated = at;
     forget_old(config);
     Ok(())
@@ -184,10 +223,24 @@ mod tests {
         // One unfinished job per file system.
         let e = submit(&mut c, &meta(&fs, 1), 11).unwrap_err();
         assert!(e.to_string().contains("job 1"), "{e}");
-        progress(&mut c, 1, &JobState::Running, &["shard 0".into()], 12).unwrap();
+        progress(
+            &mut c,
+            1,
+            &JobState::Running,
+            &["shard 0".into()],
+            Some(JobCount { done: 1, total: 4 }),
+            12,
+        )
+        .unwrap();
+        progress(&mut c, 1, &JobState::Running, &[], None, 12).unwrap();
+        assert_eq!(
+            c.job(1).and_then(|j| j.count),
+            Some(JobCount { done: 1, total: 4 }),
+            "None keeps the count"
+        );
         assert_eq!(c.job(1).map(|j| j.log.len()), Some(1));
-        progress(&mut c, 1, &JobState::Done, &[], 13).unwrap();
-        assert!(progress(&mut c, 1, &JobState::Running, &[], 14).is_err());
+        progress(&mut c, 1, &JobState::Done, &[], None, 13).unwrap();
+        assert!(progress(&mut c, 1, &JobState::Running, &[], None, 14).is_err());
         assert!(next(&c).is_none());
         submit(&mut c, &meta(&fs, 1), 15).unwrap();
         assert_eq!(next(&c).map(|j| j.id), Some(2));
@@ -223,6 +276,31 @@ mod tests {
     }
 
     #[test]
+    fn a_restripe_or_disk_delete_names_what_exists() {
+        let mut c = sample_config();
+        let fs = c.filesystems[0].name.clone();
+        let restripe = |fs: &str, r, b| JobKind::Restripe {
+            fs: fs.into(),
+            replicate: r,
+            replicas: false,
+            balance: b,
+        };
+        assert!(submit(&mut c, &restripe("nofs", true, false), 1).is_err());
+        let e = submit(&mut c, &restripe(&fs, false, false), 1).unwrap_err();
+        assert!(e.to_string().contains("-r, -R or -b"), "{e}");
+        let delete = |disks: &[&str]| JobKind::DiskDelete {
+            fs: fs.clone(),
+            disks: disks.iter().map(|d| d.to_string()).collect(),
+        };
+        assert!(submit(&mut c, &delete(&[]), 1).is_err());
+        let e = submit(&mut c, &delete(&["nosuchdisk"]), 1).unwrap_err();
+        assert!(e.to_string().contains("nosuchdisk is not a disk of"), "{e}");
+        let disk = c.nsds[0].name.clone();
+        submit(&mut c, &delete(&[&disk]), 2).unwrap();
+        submit(&mut c, &restripe(&fs, true, false), 3).unwrap_err();
+    }
+
+    #[test]
     fn a_queued_job_cancels_at_once_a_running_one_when_its_runner_looks() {
         let mut c = sample_config();
         let fs = c.filesystems[0].name.clone();
@@ -231,7 +309,7 @@ mod tests {
         assert_eq!(c.job(1).map(|j| j.state.clone()), Some(JobState::Cancelled));
         assert!(cancel(&mut c, 1, 3).is_err());
         submit(&mut c, &meta(&fs, 1), 4).unwrap();
-        progress(&mut c, 2, &JobState::Running, &[], 5).unwrap();
+        progress(&mut c, 2, &JobState::Running, &[], None, 5).unwrap();
         cancel(&mut c, 2, 6).unwrap();
         let j = c.job(2).unwrap();
         assert!(j.cancel && j.state == JobState::Running);
@@ -245,7 +323,7 @@ mod tests {
         for i in 0..(FINISHED_KEPT as u64 + 10) {
             submit(&mut c, &meta(&fs, 1), i).unwrap();
             let id = c.jobs.iter().map(|j| j.id).max().unwrap();
-            progress(&mut c, id, &JobState::Done, &[], i).unwrap();
+            progress(&mut c, id, &JobState::Done, &[], None, i).unwrap();
         }
         assert_eq!(c.jobs.len(), FINISHED_KEPT);
         let top = c.jobs.iter().map(|j| j.id).max().unwrap();

@@ -161,9 +161,9 @@ enum DiskCommand {
     Add(cmd::cluster::admin::DiskAddArgs),
     /// Keep copies off disks (like mmchdisk suspend): `weft restripe -r`
     /// moves their copies elsewhere.
-    Suspend(cmd::restripe::DiskDeleteArgs),
+    Suspend(cmd::restripe::DiskArgs),
     /// Let suspended disks hold copies again (like mmchdisk resume).
-    Resume(cmd::restripe::DiskDeleteArgs),
+    Resume(cmd::restripe::DiskArgs),
     /// Move every copy off disks, then take them out of the file system
     /// (like mmdeldisk), showing progress.
     Delete(cmd::restripe::DiskDeleteArgs),

@@ -6,8 +6,9 @@
 //!
 //! - `a_deleted_disk_moves_its_copies_while_a_client_writes`: files are
 //!   written, nsd5 is added, and `weft disk delete fs1 nsd2` runs while a
-//!   second client writes with fsyncs. The delete waits for every copy to
-//!   move; the writer sees no error; nsd2 leaves the file system; every file
+//!   second client writes with fsyncs; the command is killed after 3 s, and
+//!   the cluster manager's job goes on without it. The job waits for every
+//!   copy to move; the writer sees no error; nsd2 leaves the file system; every file
 //!   reads back and every block has two identical copies on nsd1, nsd3,
 //!   nsd4 and nsd5.
 //! - `copies_of_a_dead_host_are_rebuilt_on_a_spare_by_restripe`: s3 is killed;
@@ -171,10 +172,30 @@ fn a_deleted_disk_moves_its_copies_while_a_client_writes() {
     });
     let started = Instant::now();
     let at_start = progress.load(Ordering::Relaxed) >> 20;
-    let o = weft_long(&c, &q1, &["disk", "delete", "fs1", "nsd2"]);
-    let out = ok_out(&o, "weft disk delete fs1 nsd2");
+    // With --no-wait the command returns once the job is recorded: the
+    // delete is a job of the cluster manager, which runs it without the
+    // command.
+    let said = c.weft_ok(&q1, &["disk", "delete", "fs1", "nsd2", "--no-wait"]);
+    let id = said
+        .split_whitespace()
+        .skip_while(|w| *w != "job")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no job id in:\n{said}"))
+        .to_string();
+    let list = c.weft_ok(&q1, &["job", "list"]);
+    assert!(
+        list.lines()
+            .any(|l| l.split_whitespace().next() == Some(&id)
+                && l.contains("weft disk delete fs1 nsd2")),
+        "job {id} not listed:\n{list}"
+    );
+    let mut out = String::new();
+    wait_until(Duration::from_secs(300), "the disk delete job done", || {
+        out = c.weft_ok(&q1, &["job", "show", &id]);
+        out.contains("state      done") || out.contains("state      failed")
+    });
     clock.say(&format!(
-        "weft disk delete fs1 nsd2 took {:.1}s, while the writer on c2 went from MiB {at_start} to {}:\n{out}",
+        "job {id} (weft disk delete fs1 nsd2 --no-wait) took {:.1}s, while the writer on c2 went from MiB {at_start} to {}:\n{out}",
         started.elapsed().as_secs_f64(),
         progress.load(Ordering::Relaxed) >> 20
     ));
@@ -182,6 +203,7 @@ fn a_deleted_disk_moves_its_copies_while_a_client_writes() {
         at_start < 256,
         "the writer finished before the delete started"
     );
+    assert!(out.contains("state      done"), "{out}");
     assert!(out.contains("restripe of fs1 done"), "{out}");
     assert!(out.contains("deleted nsd2 from fs1"), "{out}");
     let during = join_writers(vec![("c2".into(), writer)], Duration::from_secs(240));
@@ -485,7 +507,8 @@ fn more_and_fewer_replicas_on_a_live_file_system() {
     let writer = spawn_writer(c.mount("c1"), specs("two", 5000, 4, 32), 8, progress);
     let out = c.weft_ok(&q1, &["fs", "set", "fs1", "-r", "2"]);
     assert!(out.contains("fs1 now keeps 2 data replicas"), "{out}");
-    assert_eq!(out.matches("new copy on").count(), 48, "{out}");
+    assert_eq!(out.matches("new copy on").count(), 16, "{out}");
+    assert!(out.contains("… and 32 more copies to move"), "{out}");
     let o = weft_long(&c, &q1, &["restripe", "fs1", "-R"]);
     let out = ok_out(&o, "weft restripe fs1 -R");
     clock.say(&format!(

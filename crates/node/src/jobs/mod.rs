@@ -13,10 +13,14 @@
 //!
 //! A new kind of job is a variant of `weft_proto::jobs::JobKind`, its
 //! checks in `weft_quorum::jobs::submit`, and its runner here, one file
-//! per kind (`meta_replicas.rs`; `weft meta move` runs the steps of
-//! `shard_group::move_member`).
+//! per kind (`meta_replicas.rs`; `restripe.rs` for `weft restripe` and
+//! `weft disk delete`; `weft meta move` runs the steps of
+//! `shard_group::move_member`). A runner says progress lines, and may
+//! count the steps it has done of all it has to do (the admin's progress
+//! bar); a count is committed when it changes.
 
 pub mod meta_replicas;
+pub mod restripe;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +29,7 @@ use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use weft_client::Cluster;
-use weft_proto::jobs::{Job, JobId, JobKind, JobState};
+use weft_proto::jobs::{Job, JobCount, JobId, JobKind, JobState};
 use weft_proto::msg::ConfigChange;
 use weft_quorum::ConfigStore;
 
@@ -120,6 +124,12 @@ impl Service for JobService {
     }
 }
 
+/// What a runner tells its job's log.
+enum Note {
+    Line(String),
+    Count(JobCount),
+}
+
 /// Unix seconds now.
 fn now() -> u64 {
     std::time::SystemTime::now()
@@ -130,11 +140,23 @@ fn now() -> u64 {
 /// Commits job `id`'s state and new lines (best effort: a lost progress
 /// line is only a line; the state is committed again at the end).
 async fn report(cluster: &Cluster, id: JobId, state: JobState, lines: Vec<String>) {
+    report_count(cluster, id, state, lines, None).await
+}
+
+/// [`report`] with how far the job is.
+async fn report_count(
+    cluster: &Cluster,
+    id: JobId,
+    state: JobState,
+    lines: Vec<String>,
+    count: Option<JobCount>,
+) {
     let at = now();
     let progress = ConfigChange::JobProgress {
         id,
         state,
         lines,
+        count,
         at,
     };
     match change(cluster, progress).await {
@@ -177,23 +199,40 @@ async fn run_job(cluster: Arc<Cluster>, job: Job, last_error: Arc<Mutex<Option<S
     info!(job = id, %command, "{first}");
     report(&cluster, id, JobState::Running, vec![first]).await;
 
-    // Progress lines go to the job's log through a channel: the runner's
-    // `say` is synchronous, the commits are not.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Progress goes to the job's log through a channel: the runner's
+    // `say` and `count` are synchronous, the commits are not.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Note>();
     let logger = {
         let cluster = cluster.clone();
         tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                let mut lines = vec![line];
+            let mut last = None;
+            while let Some(first) = rx.recv().await {
+                let (mut lines, mut count) = (Vec::new(), None);
+                let mut take = |n: Note| match n {
+                    Note::Line(l) => lines.push(l),
+                    Note::Count(c) => count = Some(c),
+                };
+                take(first);
                 while let Ok(more) = rx.try_recv() {
-                    lines.push(more);
+                    take(more);
                 }
-                report(&cluster, id, JobState::Running, lines).await;
+                let count = count.filter(|c| Some(*c) != last);
+                if lines.is_empty() && count.is_none() {
+                    continue;
+                }
+                last = count.or(last);
+                report_count(&cluster, id, JobState::Running, lines, count).await;
             }
         })
     };
-    let say = move |line: &str| {
-        let _ = tx.send(line.to_string());
+    let say = {
+        let tx = tx.clone();
+        move |line: &str| {
+            let _ = tx.send(Note::Line(line.to_string()));
+        }
+    };
+    let count = move |c: JobCount| {
+        let _ = tx.send(Note::Count(c));
     };
     let cancelled = {
         let cluster = cluster.clone();
@@ -209,8 +248,35 @@ async fn run_job(cluster: Arc<Cluster>, job: Job, last_error: Arc<Mutex<Option<S
             from,
             to,
         } => move_shard(&cluster, fs, *shard, (*from, *to), &say).await,
+        JobKind::Restripe {
+            fs,
+            replicate,
+            replicas,
+            balance,
+        } => {
+            let modes = restripe::Modes {
+                replicate: *replicate,
+                replicas: *replicas,
+                balance: *balance,
+            };
+            let r = restripe::Report {
+                say: &say,
+                count: &count,
+                cancelled: &cancelled,
+            };
+            restripe::restripe(&cluster, fs, modes, &r).await
+        }
+        JobKind::DiskDelete { fs, disks } => {
+            let r = restripe::Report {
+                say: &say,
+                count: &count,
+                cancelled: &cancelled,
+            };
+            restripe::delete(&cluster, fs, disks, &r).await
+        }
     };
     drop(say);
+    drop(count);
     let _ = logger.await;
     let (state, line) = match result {
         Ok(()) => (JobState::Done, format!("job {id} done")),

@@ -291,6 +291,7 @@ pub(super) fn cluster_config() -> ClusterConfig {
             submitted: 1_700_000_000,
             updated: 1_700_000_001,
             cancel: false,
+            count: Some(crate::jobs::JobCount { done: 2, total: 5 }),
         }],
     }
 }

@@ -188,9 +188,10 @@ pub(super) fn entries() -> Vec<Entry> {
                     reason: "no meta node".into(),
                 },
                 lines: vec!["shard 0 of fs1: 3 replicas".into()],
+                count: Some(crate::jobs::JobCount { done: 1, total: 4 }),
                 at: 1_700_000_001,
             })),
-            "02021107030c6e6f206d657461206e6f6465011a73686172642030206f66206673313a2033207265706c6963617381e2cfaa06",
+            "02021107030c6e6f206d657461206e6f6465011a73686172642030206f66206673313a2033207265706c6963617301010481e2cfaa06",
         ),
         (
             "ConfigChange::CancelJob",

@@ -153,11 +153,14 @@ pub enum ConfigChange {
     SetMetaRecoveryWait { fs: String, secs: u64 },
     /// Records a job (queued; the manager runs it), at Unix time `at`.
     SubmitJob { kind: crate::jobs::JobKind, at: u64 },
-    /// The manager's progress on job `id`: its state now and lines to add.
+    /// The manager's progress on job `id`: its state now, lines to add, and
+    /// how far it is when it can say (`None` keeps the last count).
     JobProgress {
         id: crate::jobs::JobId,
         state: crate::jobs::JobState,
         lines: Vec<String>,
+        #[serde(default)]
+        count: Option<crate::jobs::JobCount>,
         at: u64,
     },
     /// `weft job cancel`: job `id` stops between two steps (a queued job at

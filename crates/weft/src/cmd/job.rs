@@ -5,11 +5,12 @@
 //! out, the manager finishes it, as GPFS's long `mm*` commands survive
 //! their terminal. See `weft_node::jobs`.
 
+use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use weft_client::Cluster;
-use weft_proto::jobs::{Job, JobId, JobKind, JobState};
+use weft_proto::jobs::{Job, JobCount, JobId, JobKind, JobState};
 use weft_proto::msg::ConfigChange;
 
 use crate::admin::{self, change};
@@ -71,19 +72,37 @@ pub async fn submit(
     follow(cluster, id, timeout).await
 }
 
-/// Prints job `id`'s progress lines as they come, until it ends.
+/// Prints job `id`'s progress lines as they come, until it ends; on a
+/// terminal, a progress bar of the steps it counts stays under them.
 async fn follow(cluster: &Cluster, id: JobId, timeout: Duration) -> Result<()> {
     let started = Instant::now();
     let mut seen = 0;
+    let tty = std::io::stderr().is_terminal();
+    let mut bar_shown = false;
     loop {
         let cfg = cluster.refresh().await?;
         let Some(job) = cfg.job(id) else {
             bail!("job {id} is no longer listed by the cluster");
         };
-        for line in job.lines_after(seen) {
+        let lines = job.lines_after(seen);
+        if bar_shown && !lines.is_empty() {
+            eprint!("\r\x1b[K");
+            bar_shown = false;
+        }
+        for line in lines {
             println!("weft: {line}");
         }
         seen = job.logged;
+        if tty && !job.state.finished() {
+            if let Some(c) = job.count.filter(|c| c.total > 0) {
+                eprint!("\r{}\x1b[K", bar(c, started.elapsed()));
+                let _ = std::io::stderr().flush();
+                bar_shown = true;
+            }
+        } else if bar_shown {
+            eprintln!();
+            bar_shown = false;
+        }
         match &job.state {
             JobState::Done => return Ok(()),
             JobState::Failed { reason } => bail!("job {id} failed: {reason}"),
@@ -99,6 +118,22 @@ async fn follow(cluster: &Cluster, id: JobId, timeout: Duration) -> Result<()> {
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// A progress bar of `c`: `[#####-----] 5/10 steps, 12 s`.
+fn bar(c: JobCount, elapsed: Duration) -> String {
+    const WIDTH: u64 = 30;
+    let filled = (WIDTH * c.done.min(c.total))
+        .checked_div(c.total)
+        .unwrap_or(WIDTH) as usize;
+    format!(
+        "[{}{}] {}/{} steps, {} s",
+        "#".repeat(filled),
+        "-".repeat(WIDTH as usize - filled),
+        c.done,
+        c.total,
+        elapsed.as_secs()
+    )
 }
 
 /// How long ago Unix time `t` was, shortly.
@@ -162,6 +197,9 @@ pub fn show(args: JobShowArgs) -> Result<()> {
             }
         ),
     }
+    if let Some(c) = j.count {
+        println!("progress   {}/{} steps", c.done, c.total);
+    }
     println!("submitted  {}", ago(j.submitted));
     println!("updated    {}", ago(j.updated));
     for line in &j.log {
@@ -193,4 +231,22 @@ pub fn cancel(args: JobShowArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bar_fills_with_the_steps_done() {
+        let c = |done, total| JobCount { done, total };
+        let b = bar(c(5, 10), Duration::from_secs(3));
+        assert!(
+            b.starts_with(&format!("[{}{}]", "#".repeat(15), "-".repeat(15))),
+            "{b}"
+        );
+        assert!(b.ends_with("5/10 steps, 3 s"), "{b}");
+        assert!(bar(c(12, 10), Duration::ZERO).starts_with(&format!("[{}]", "#".repeat(30))));
+        assert!(bar(c(0, 0), Duration::ZERO).starts_with(&format!("[{}]", "#".repeat(30))));
+    }
 }

@@ -9,27 +9,24 @@
 //! `mmrestripefs -b`) spreads the chains' copies evenly over every data
 //! disk, added ones included (`weft_quorum::restripe::balance`).
 //!
-//! The cluster manager plans the moves (`weft_quorum::restripe`); the nodes
-//! of the receiving disks copy the chunks from the chains' `up` members (a
-//! resync) and report, and the manager then puts each receiving disk in the
-//! place of the one it replaces. Files stay readable and writable meanwhile.
-//! The command only watches: interrupted, the moves go on in the background
-//! and `weft disk list` shows them.
+//! A restripe and a disk delete are jobs of the cluster manager
+//! (`weft_node::jobs::restripe`): the command records the job and follows
+//! it with a progress bar (`--no-wait`: returns at once). Interrupted, the
+//! job goes on; `weft job list|show` shows it, and the next manager resumes
+//! it after a failover.
 //!
 //! `weft disk delete` suspends the disks, moves their copies, waits for
 //! every one, then takes the disks out of the file system. A disk that
 //! holds no copy (a spare) leaves at once.
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use weft_client::Cluster;
-use weft_proto::config::{Availability, ChainMove, ClusterConfig, FsInfo};
+use weft_proto::config::{Availability, FsInfo};
+use weft_proto::jobs::JobKind;
 use weft_proto::msg::ConfigChange;
-use weft_proto::types::NsdId;
-use weft_quorum::restripe::{moves_of, name_of, restripe as plan};
+use weft_quorum::restripe::moves_of;
 
 use crate::admin;
 use crate::admin::change;
@@ -54,9 +51,14 @@ pub struct RestripeArgs {
     /// and no move under way.
     #[arg(short = 'b')]
     balance: bool,
-    /// Start the moves and return without waiting for them.
+    /// Record the job and return without following it (`weft job show ID`
+    /// follows it).
     #[arg(long)]
     no_wait: bool,
+    /// Stop following the job after this many seconds (the cluster manager
+    /// goes on with it).
+    #[arg(long, default_value_t = 86_400)]
+    timeout: u64,
     #[command(flatten)]
     target: Target,
 }
@@ -97,7 +99,7 @@ pub struct FsSetArgs {
 }
 
 #[derive(clap::Args)]
-pub struct DiskDeleteArgs {
+pub struct DiskArgs {
     /// File system name.
     name: String,
     /// NSD names.
@@ -107,36 +109,17 @@ pub struct DiskDeleteArgs {
     target: Target,
 }
 
-/// How often the move's progress is looked at.
-const POLL: Duration = Duration::from_secs(1);
-/// How often a progress line is printed when not on a terminal.
-const LINE_EVERY: Duration = Duration::from_secs(5);
-
-/// Copies the manager could not place (from a dry run of the planner on
-/// `cfg`), limited to `only` when not empty.
-fn stuck(cfg: &ClusterConfig, fs: &str, only: &[String]) -> Vec<String> {
-    let mut c = cfg.clone();
-    match plan(&mut c, fs, only) {
-        Ok(p) => p.stuck,
-        Err(e) => vec![e.to_string()],
-    }
-}
-
-/// One line per move under way.
-fn print_moves(cfg: &ClusterConfig, moves: &[(String, u32, ChainMove)]) {
-    for (pool, chain, m) in moves {
-        match m.from {
-            Some(from) => println!(
-                "chain {chain} of pool {pool}: copy on {} moves to {}",
-                name_of(cfg, from),
-                name_of(cfg, m.to)
-            ),
-            None => println!(
-                "chain {chain} of pool {pool}: new copy on {}",
-                name_of(cfg, m.to)
-            ),
-        }
-    }
+#[derive(clap::Args)]
+pub struct DiskDeleteArgs {
+    #[command(flatten)]
+    disks: DiskArgs,
+    /// Record the job and return without following it.
+    #[arg(long)]
+    no_wait: bool,
+    /// Stop following the job after this many seconds (the cluster manager
+    /// goes on with it).
+    #[arg(long, default_value_t = 86_400)]
+    timeout: u64,
 }
 
 /// `weft fs set FS -r N`.
@@ -205,7 +188,7 @@ async fn set_data_replicas(cluster: &Cluster, name: &str, replicas: u8) -> Resul
         println!("weft: {dropped} copies dropped");
     }
     let moves = moves_of(after);
-    print_moves(&cfg, &moves);
+    weft_node::jobs::restripe::say_moves(&cfg, &moves, &|line| println!("{line}"));
     println!(
         "weft: {name} now keeps {} data replicas",
         after.default_data_replicas
@@ -218,128 +201,29 @@ async fn set_data_replicas(cluster: &Cluster, name: &str, replicas: u8) -> Resul
     Ok(())
 }
 
-/// `weft restripe FS -r|-R`.
+/// `weft restripe FS -r|-R|-b`: a job of the cluster manager.
 pub fn run(args: RestripeArgs) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
         let cluster = admin::connect(&args.target).await?;
-        let (before, started) = (copied_totals(&cluster).await, Instant::now());
-        if args.replicas {
-            let now = cluster.refresh().await?;
-            let Some(fs) = now.filesystem(&args.name) else {
-                bail!("file system {} does not exist", args.name);
-            };
-            change(
-                &cluster,
-                ConfigChange::SetReplicas {
-                    fs: args.name.clone(),
-                    replicas: fs.default_data_replicas,
-                },
-            )
-            .await?;
-        }
-        let mut cfg = if args.replicate {
-            change(
-                &cluster,
-                ConfigChange::Restripe {
-                    fs: args.name.clone(),
-                    nsds: Vec::new(),
-                },
-            )
-            .await?
-        } else {
-            cluster.refresh().await?.as_ref().clone()
+        let kind = JobKind::Restripe {
+            fs: args.name.clone(),
+            replicate: args.replicate,
+            replicas: args.replicas,
+            balance: args.balance,
         };
-        if args.balance {
-            if args.replicate || args.replicas {
-                // `-b` asks for settled chains: let the copies of `-r`/`-R` arrive first.
-                wait(&cluster, &args.name, &[], before.clone(), started).await?;
-            }
-            cfg = change(
-                &cluster,
-                ConfigChange::Balance {
-                    fs: args.name.clone(),
-                },
-            )
-            .await?;
-            if let Some(fs) = cfg.filesystem(&args.name) {
-                for line in balance_notes(&cfg, fs) {
-                    println!("weft: {line}");
-                }
-            }
-        }
-        let Some(fs) = cfg.filesystem(&args.name) else {
-            bail!("file system {} does not exist", args.name);
-        };
-        let moves = moves_of(fs);
-        print_moves(&cfg, &moves);
-        let left = if args.replicate {
-            stuck(&cfg, &args.name, &[])
-        } else {
-            Vec::new()
-        };
-        for s in &left {
-            eprintln!("weft: cannot move: {s}");
-        }
-        if moves.is_empty() {
-            if left.is_empty() {
-                if args.balance {
-                    println!(
-                        "weft: {}: nothing to move; the chains are spread evenly over its disks",
-                        args.name
-                    );
-                } else {
-                    println!(
-                        "weft: {}: nothing to move; every copy is on an up, ready disk",
-                        args.name
-                    );
-                }
-                return Ok(());
-            }
-            bail!("nothing could be moved");
-        }
-        if args.no_wait {
-            println!(
-                "weft: {} copies moving in the background; `weft disk list {}` shows them",
-                moves.len(),
-                args.name
-            );
-            return Ok(());
-        }
-        wait(&cluster, &args.name, &[], before, started).await?;
-        if !left.is_empty() {
-            bail!("{} copies could not be moved (above)", left.len());
-        }
-        Ok(())
+        super::job::submit(
+            &cluster,
+            kind,
+            args.no_wait,
+            Duration::from_secs(args.timeout),
+        )
+        .await
     })
 }
 
-/// What a user should know after `weft restripe -b` planned: disks that
-/// still hold no chain because their pool has fewer chains than disks.
-fn balance_notes(cfg: &ClusterConfig, fs: &FsInfo) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in &fs.chain_tables {
-        let idle: Vec<String> = fs
-            .spares
-            .iter()
-            .filter_map(|id| cfg.nsd(*id))
-            .filter(|n| n.pool == t.pool && n.usage.holds_data())
-            .map(|n| n.name.clone())
-            .collect();
-        if !idle.is_empty() {
-            out.push(format!(
-                "pool {} has {} chains, fewer than its disks: {} take no copies (the chain count is fixed when the file system is created; `weft fs create --chains`)",
-                t.pool,
-                t.chains.len(),
-                idle.join(", ")
-            ));
-        }
-    }
-    out
-}
-
 /// `weft disk suspend|resume FS NSD...`.
-pub fn availability(args: DiskDeleteArgs, availability: Availability) -> Result<()> {
+pub fn availability(args: DiskArgs, availability: Availability) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
         let cluster = admin::connect(&args.target).await?;
@@ -369,167 +253,21 @@ pub fn availability(args: DiskDeleteArgs, availability: Availability) -> Result<
     })
 }
 
-/// `weft disk delete FS NSD...`.
+/// `weft disk delete FS NSD...`: a job of the cluster manager.
 pub fn delete(args: DiskDeleteArgs) -> Result<()> {
     let rt = admin::runtime()?;
     rt.block_on(async {
-        let cluster = admin::connect(&args.target).await?;
-        let fs = args.name.clone();
-        change(
-            &cluster,
-            ConfigChange::SetAvailability {
-                fs: fs.clone(),
-                nsds: args.disks.clone(),
-                availability: Availability::Suspended,
-            },
-        )
-        .await?;
-        let (before, started) = (copied_totals(&cluster).await, Instant::now());
-        let cfg = change(
-            &cluster,
-            ConfigChange::Restripe {
-                fs: fs.clone(),
-                nsds: args.disks.clone(),
-            },
-        )
-        .await;
-        let cfg = match cfg {
-            Ok(c) => c,
-            Err(e) => bail!(
-                "{e}\nthe disks stay in {fs}, suspended; `weft disk resume {fs} {}` takes them back",
-                args.disks.join(" ")
-            ),
+        let cluster = admin::connect(&args.disks.target).await?;
+        let kind = JobKind::DiskDelete {
+            fs: args.disks.name.clone(),
+            disks: args.disks.disks.clone(),
         };
-        let left = stuck(&cfg, &fs, &args.disks);
-        if !left.is_empty() {
-            bail!(
-                "cannot delete: {}\nthe copies that could move are moving; the disks stay in {fs}, suspended",
-                left.join("; ")
-            );
-        }
-        wait(&cluster, &fs, &args.disks, before, started).await?;
-        change(
+        super::job::submit(
             &cluster,
-            ConfigChange::RemoveDisks {
-                fs: fs.clone(),
-                nsds: args.disks.clone(),
-            },
+            kind,
+            args.no_wait,
+            Duration::from_secs(args.timeout),
         )
-        .await?;
-        println!("weft: deleted {} from {fs}", args.disks.join(", "));
-        Ok(())
+        .await
     })
-}
-
-/// Bytes resyncs copied onto each NSD so far, as their servers count them.
-async fn copied_totals(cluster: &Cluster) -> BTreeMap<NsdId, u64> {
-    let (stats, _) = cluster.nsd_stats_partial().await;
-    stats.iter().map(|s| (s.nsd, s.resynced_total)).collect()
-}
-
-/// Bytes copied onto the receiving NSDs since `before` was read (a server
-/// that restarted counts from zero).
-#[derive(Default)]
-struct Copied {
-    before: BTreeMap<NsdId, u64>,
-    now: BTreeMap<NsdId, u64>,
-}
-
-impl Copied {
-    fn see(&mut self, nsd: NsdId, total: u64) {
-        self.now.insert(nsd, total);
-    }
-
-    fn bytes(&self) -> u64 {
-        self.now
-            .iter()
-            .map(|(nsd, now)| {
-                let before = self.before.get(nsd).copied().unwrap_or(0);
-                now.checked_sub(before).unwrap_or(*now)
-            })
-            .sum()
-    }
-}
-
-/// Waits until file system `fs` has no move left (of copies on `only`, when
-/// not empty), showing progress; then prints what was moved and how fast.
-async fn wait(
-    cluster: &Cluster,
-    fs: &str,
-    only: &[String],
-    before: BTreeMap<NsdId, u64>,
-    started: Instant,
-) -> Result<()> {
-    let tty = std::io::stderr().is_terminal();
-    let mut copied = Copied {
-        before,
-        now: BTreeMap::new(),
-    };
-    let mut last_line = Instant::now();
-    let mut first = None;
-    loop {
-        let cfg = cluster.refresh().await.unwrap_or_else(|_| cluster.config());
-        let Some(info) = cfg.filesystem(fs) else {
-            bail!("file system {fs} does not exist any more");
-        };
-        let ids: Vec<NsdId> = only
-            .iter()
-            .filter_map(|n| cfg.nsds.iter().find(|d| &d.name == n).map(|d| d.id))
-            .collect();
-        let moves: Vec<_> = moves_of(info)
-            .into_iter()
-            .filter(|(_, _, m)| ids.is_empty() || m.from.is_some_and(|f| ids.contains(&f)))
-            .collect();
-        let total = *first.get_or_insert(moves.len());
-        let (stats, _) = cluster.nsd_stats_partial().await;
-        let mut to_copy = 0;
-        for (_, _, m) in &moves {
-            if let Some(s) = stats.iter().find(|s| s.nsd == m.to) {
-                to_copy += s.to_sync;
-            }
-        }
-        // Every NSD that received copies, including those whose moves ended.
-        for s in &stats {
-            if copied.now.contains_key(&s.nsd) || moves.iter().any(|(_, _, m)| m.to == s.nsd) {
-                copied.see(s.nsd, s.resynced_total);
-            }
-        }
-        // `weft disk delete`: done when no chain holds the disks any more.
-        let held = ids.iter().any(|id| info.in_chains(*id));
-        let done = moves.is_empty() && !held;
-        let secs = started.elapsed().as_secs_f64();
-        let mib = copied.bytes() as f64 / 1048576.0;
-        let line = format!(
-            "restripe {fs}: {}/{} copies moved, {to_copy} chunks to copy in this pass, {mib:.1} MiB copied ({:.1} MiB/s)",
-            total.saturating_sub(moves.len()),
-            total,
-            mib / secs.max(1e-3)
-        );
-        if tty {
-            let width = 30;
-            let filled = (width * total.saturating_sub(moves.len()))
-                .checked_div(total)
-                .unwrap_or(width);
-            eprint!(
-                "\r[{}{}] {line}\x1b[K",
-                "#".repeat(filled),
-                "-".repeat(width - filled)
-            );
-            let _ = std::io::stderr().flush();
-        } else if done || last_line.elapsed() >= LINE_EVERY {
-            eprintln!("{line}");
-            last_line = Instant::now();
-        }
-        if done {
-            if tty {
-                eprintln!();
-            }
-            println!(
-                "weft: restripe of {fs} done: {total} copies moved or made in {secs:.1} s, {mib:.1} MiB copied ({:.1} MiB/s)",
-                mib / secs.max(1e-3)
-            );
-            return Ok(());
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
