@@ -30,6 +30,13 @@ pub(crate) enum OpError {
     /// A stored record is not what this build wrote.
     #[error("inode {ino}: {reason}")]
     Corrupt { ino: Ino, reason: String },
+    /// A record that postcard cannot encode or decode: `what` names it.
+    #[error("{what}: {source}")]
+    Codec {
+        what: String,
+        #[source]
+        source: postcard::Error,
+    },
     /// A shard-wide record (counter, entry) is missing or malformed.
     #[error("shard record {what}: {reason}")]
     BadRecord { what: String, reason: String },

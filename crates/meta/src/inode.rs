@@ -110,9 +110,9 @@ impl Inode {
     }
 
     pub(crate) fn encode(&self, ino: Ino) -> Result<Vec<u8>, OpError> {
-        let failed = |e: postcard::Error| OpError::Corrupt {
-            ino,
-            reason: format!("cannot encode inode record: {e}"),
+        let failed = |source| OpError::Codec {
+            what: format!("inode {ino}: cannot encode its record"),
+            source,
         };
         let version = if self.split.is_some() {
             INODE_RECORD_V3
@@ -143,11 +143,15 @@ impl Inode {
                 )))
             }
         };
-        let (mut inode, rest) = postcard::take_from_bytes::<Inode>(bytes)
-            .map_err(|e| corrupt(format!("undecodable inode record: {e}")))?;
+        let undecodable = |what: &str| {
+            let what = format!("inode {ino}: undecodable {what}");
+            move |source| OpError::Codec { what, source }
+        };
+        let (mut inode, rest) =
+            postcard::take_from_bytes::<Inode>(bytes).map_err(undecodable("record"))?;
         let rest = if version >= INODE_RECORD_V2 {
-            let (allocated, rest) = postcard::take_from_bytes::<u64>(rest)
-                .map_err(|e| corrupt(format!("undecodable allocation of the inode: {e}")))?;
+            let (allocated, rest) =
+                postcard::take_from_bytes::<u64>(rest).map_err(undecodable("allocation"))?;
             inode.allocated = allocated;
             rest
         } else {
@@ -156,7 +160,7 @@ impl Inode {
         };
         let rest = if version == INODE_RECORD_V3 {
             let (split, rest) = postcard::take_from_bytes::<Split>(rest)
-                .map_err(|e| corrupt(format!("undecodable split of the directory: {e}")))?;
+                .map_err(undecodable("split of the directory"))?;
             if inode.kind != FileKind::Dir {
                 return Err(corrupt(format!("a split record on a {:?}", inode.kind)));
             }

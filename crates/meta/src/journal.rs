@@ -200,9 +200,9 @@ fn checksum(id: u64, seq: &[u8; 8], payload: &[u8]) -> u32 {
 }
 
 fn encode(id: u64, seq: u64, changes: &[Change], out: &mut Vec<u8>) -> Result<(), OpError> {
-    let payload = postcard::to_allocvec(changes).map_err(|e| OpError::BadRecord {
+    let payload = postcard::to_allocvec(changes).map_err(|source| OpError::Codec {
         what: format!("journal record {seq}"),
-        reason: e.to_string(),
+        source,
     })?;
     let len = u32::try_from(payload.len()).map_err(|_| OpError::BadRecord {
         what: format!("journal record {seq}"),

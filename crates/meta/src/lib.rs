@@ -78,8 +78,12 @@
 //! A directory that grows past the file system's `dir_split` spreads its
 //! entries over every shard by name hash (`splitting`, `ops::split`).
 //!
-//! Not yet: quotas per user, atime updates on read (`noatime`; clients set
-//! atime explicitly).
+//! Access times follow relatime: clients send the first read time of each
+//! file in batches (`TouchAtime`), and the shard moves each atime where
+//! relatime asks for it.
+//!
+//! Not yet: quotas per user, group and fileset (`ErrorKind::Quota` is
+//! never produced yet).
 
 /// Test code: a store over shard 0's transaction `txn`, bound to `s`.
 #[cfg(test)]

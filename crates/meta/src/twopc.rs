@@ -86,16 +86,16 @@ fn older_than(born_ms: u64, age: Duration) -> bool {
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, OpError> {
-    postcard::to_allocvec(v).map_err(|e| OpError::BadRecord {
+    postcard::to_allocvec(v).map_err(|source| OpError::Codec {
         what: "transaction record".into(),
-        reason: e.to_string(),
+        source,
     })
 }
 
 fn decode<'a, T: Deserialize<'a>>(txid: u64, bytes: &'a [u8]) -> Result<T, OpError> {
-    postcard::from_bytes(bytes).map_err(|e| OpError::BadRecord {
+    postcard::from_bytes(bytes).map_err(|source| OpError::Codec {
         what: format!("transaction {txid:#x}"),
-        reason: e.to_string(),
+        source,
     })
 }
 

@@ -47,8 +47,6 @@ mod serving;
 pub mod shard_group;
 pub mod shard_peers;
 pub mod shard_recovery;
-#[cfg(test)]
-mod sim;
 pub mod token;
 pub mod unclean;
 pub mod wiring;

@@ -26,10 +26,16 @@ pub enum ProtoError {
     },
     #[error("frame truncated: need {need} bytes, have {have}")]
     Truncated { need: usize, have: usize },
-    #[error("cannot decode message body: {0}")]
-    Body(String),
-    #[error("cannot encode message body: {0}")]
-    Encode(String),
+    #[error("cannot decode message body: {source}")]
+    Body {
+        #[source]
+        source: postcard::Error,
+    },
+    #[error("cannot encode message body: {source}")]
+    Encode {
+        #[source]
+        source: postcard::Error,
+    },
 }
 
 /// What went wrong with a request, in POSIX terms. The FUSE layer maps each

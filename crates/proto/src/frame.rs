@@ -146,7 +146,7 @@ pub fn encode_frame<T: Serialize>(
     msg: &T,
     data: &[u8],
 ) -> Result<Vec<u8>, ProtoError> {
-    let body = postcard::to_allocvec(msg).map_err(|e| ProtoError::Encode(e.to_string()))?;
+    let body = postcard::to_allocvec(msg).map_err(|source| ProtoError::Encode { source })?;
     let body_len = checked_len("body", body.len(), MAX_BODY)?;
     let data_len = checked_len("data", data.len(), MAX_DATA)?;
     let header = FrameHeader {
@@ -168,7 +168,7 @@ pub fn encode_frame<T: Serialize>(
 /// [`encode_frame`] would: a call that skips the wire (to a role in the
 /// same process) fails exactly where a remote one would.
 pub fn check_fits<T: Serialize>(msg: &T, data_len: usize) -> Result<(), ProtoError> {
-    let body = postcard::to_allocvec(msg).map_err(|e| ProtoError::Encode(e.to_string()))?;
+    let body = postcard::to_allocvec(msg).map_err(|source| ProtoError::Encode { source })?;
     checked_len("body", body.len(), MAX_BODY)?;
     checked_len("data", data_len, MAX_DATA)?;
     Ok(())
@@ -186,7 +186,7 @@ fn checked_len(what: &'static str, len: usize, max: u32) -> Result<u32, ProtoErr
 }
 
 pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ProtoError> {
-    postcard::from_bytes(body).map_err(|e| ProtoError::Body(e.to_string()))
+    postcard::from_bytes(body).map_err(|source| ProtoError::Body { source })
 }
 
 /// Decodes a whole frame held in one buffer (tests and tools; the network

@@ -514,8 +514,16 @@ fn more_and_fewer_replicas_on_a_live_file_system() {
     clock.say(&format!(
         "weft fs set fs1 -r 2; weft restripe fs1 -R:\n{out}"
     ));
+    // Copies fs set recorded may have arrived before the job starts: it
+    // waits for those left, at most the 48.
+    let left = out
+        .split("restripe of fs1 done: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse::<u32>().ok());
     assert!(
-        out.contains("restripe of fs1 done: 48 copies moved"),
+        left.is_some_and(|n| n <= 48)
+            || out.contains("fs1: nothing to move; every copy is on an up, ready disk"),
         "{out}"
     );
     files.extend(

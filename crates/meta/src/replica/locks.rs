@@ -17,10 +17,10 @@ use crate::schema::LOCKS;
 use crate::server::MetaServer;
 use crate::txn::Table;
 
-fn bad(ino: Ino, e: impl std::fmt::Display) -> OpError {
-    OpError::BadRecord {
+fn bad(ino: Ino, source: postcard::Error) -> OpError {
+    OpError::Codec {
         what: format!("locks of inode {ino}"),
-        reason: e.to_string(),
+        source,
     }
 }
 

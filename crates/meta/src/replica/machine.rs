@@ -104,17 +104,21 @@ impl RaftSnapshotBuilder<ShardRaft> for ShardMachine {
         // Durable first: the log before the snapshot may be purged next.
         self.flush()?;
         let txn = self.db.begin_read().map_err(read_err)?;
-        let (applied, membership) = {
-            let t = txn.open_table(META).map_err(read_err)?;
-            let applied: Option<LogId> = match t.get(APPLIED).map_err(read_err)? {
-                Some(v) => decode(v.value())?,
-                None => None,
-            };
-            let membership: StoredMembership = match t.get(MEMBERSHIP).map_err(read_err)? {
-                Some(v) => decode(v.value())?,
-                None => StoredMembership::default(),
-            };
-            (applied, membership)
+        let (applied, membership) = match txn.open_table(META) {
+            // Nothing applied yet: the snapshot of an empty shard.
+            Err(redb::TableError::TableDoesNotExist(_)) => (None, StoredMembership::default()),
+            Err(e) => return Err(read_err(e)),
+            Ok(t) => {
+                let applied: Option<LogId> = match t.get(APPLIED).map_err(read_err)? {
+                    Some(v) => decode(v.value())?,
+                    None => None,
+                };
+                let membership: StoredMembership = match t.get(MEMBERSHIP).map_err(read_err)? {
+                    Some(v) => decode(v.value())?,
+                    None => StoredMembership::default(),
+                };
+                (applied, membership)
+            }
         };
         let meta = SnapshotMeta {
             last_log_id: applied,
@@ -191,9 +195,19 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
         meta: &SnapshotMeta<u64, openraft::BasicNode>,
         snapshot: Box<tokio::fs::File>,
     ) -> Result<(), StorageError> {
-        let file = snapshot.into_std().await;
+        let mut file = snapshot.into_std().await;
+        let recv = self.with_suffix(".recv");
+        if !is_file_at(&file, &recv) {
+            // Handed a snapshot other than the one `begin_receiving_snapshot`
+            // made (openraft's storage suite does): received here first.
+            use std::io::Seek;
+            file.seek(std::io::SeekFrom::Start(0)).map_err(io_read)?;
+            let mut to = std::fs::File::create(&recv).map_err(write_err)?;
+            std::io::copy(&mut file, &mut to).map_err(write_err)?;
+            file = to;
+        }
         file.sync_all().map_err(write_err)?;
-        let file = std::fs::File::open(self.with_suffix(".recv")).map_err(io_read)?;
+        let file = std::fs::File::open(&recv).map_err(io_read)?;
         let (_, mut records) = snapshot::read_head(file).map_err(op_err)?;
         let mut txn = self.db.begin_write().map_err(write_err)?;
         txn.set_durability(Durability::Immediate)
@@ -225,7 +239,15 @@ impl RaftStateMachine<ShardRaft> for ShardMachine {
     }
 }
 
-/// Empties every table of the shard (a snapshot replaces them).
+/// Whether `file` is the file at `path`.
+fn is_file_at(file: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Drops where the group was (last applied id, membership) from the
 /// shard's tables: the shard goes back to one copy (see `one_copy`).
 pub(crate) fn forget(txn: &WriteTransaction) -> Result<(), StorageError> {
@@ -236,6 +258,7 @@ pub(crate) fn forget(txn: &WriteTransaction) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// Empties every table of the shard (a snapshot replaces them).
 fn clear(txn: &WriteTransaction) -> Result<(), OpError> {
     txn.open_table(INODES)?.retain(|_, _| false)?;
     txn.open_table(DIRENTS)?.retain(|_, _| false)?;

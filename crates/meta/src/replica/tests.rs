@@ -1,8 +1,9 @@
 //! Three replicas of one shard in one process, over a transport that can
 //! cut any of them off ([`Replicas`]), and the helpers the tests beside it
 //! (and the chaos tests) share: the tests of failovers, of the witness, of
-//! commits through the group, of changes of members and of the log file
-//! are in the modules below.
+//! commits through the group, of changes of members and of the log file,
+//! and openraft's storage suite on the replica's stores, are in the modules
+//! below.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,6 +11,7 @@ mod commits;
 mod failover;
 mod log_file;
 mod membership;
+mod storage_suite;
 mod witness;
 
 use std::collections::BTreeSet;

@@ -14,6 +14,8 @@
 // beside them return the same type rather than boxing and unboxing it.
 #[allow(clippy::result_large_err)]
 mod machine;
+#[cfg(test)]
+mod suite;
 mod types;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,7 +1,7 @@
 //! The clients of a seed and what they do: random writes, truncations,
 //! punched holes, preallocations, zeroed ranges and reads of their own
-//! files, each followed by an fsync, checked against the model of what
-//! was last written.
+//! files, each change followed by an fsync and then recorded in the oracle
+//! (`oracle.rs`); reads are checked against it (`invariants`).
 
 use std::sync::Arc;
 
@@ -11,13 +11,10 @@ use weft_client::{Client, ClientConfig, Cluster};
 use weft_proto::types::{NewNode, ROOT_INO};
 
 use super::endpoint::pool;
+use super::invariants::{no_application_error, reads_not_stale};
+use super::oracle::Model;
 use super::world::World;
 use super::{lock, BLOCK, FILE_BLOCKS};
-
-/// What the workload last wrote to each file.
-pub(super) struct Model {
-    pub(super) files: Vec<(u64, Vec<u8>)>,
-}
 
 pub(super) async fn workload(
     world: &Arc<World>,
@@ -39,35 +36,45 @@ pub(super) async fn workload(
                 r.gen::<u8>(),
             )
         };
-        let (ino, content) = &mut model.files[f];
-        let what = match kind {
+        let ino = model.files[f].0;
+        match kind {
             0..=5 => {
                 let data: Vec<u8> = (0..len).map(|i| byte.wrapping_add(i as u8)).collect();
-                let wrote = client
-                    .write(*ino, off, Bytes::from(data.clone()))
-                    .await
-                    .map_err(|e| format!("op {n}: write of {len} at {off} failed: {e}"))?;
+                let wrote = no_application_error::check(
+                    n,
+                    &format!("write of {len} at {off}"),
+                    client.write(ino, off, Bytes::from(data.clone())).await,
+                )?;
                 if u64::from(wrote) != len {
                     return Err(format!("op {n}: short write {wrote} of {len}"));
                 }
-                content[off as usize..(off + len) as usize].copy_from_slice(&data);
-                "write"
+                no_application_error::check(
+                    n,
+                    "fsync after a write",
+                    client.fsync(ino, false).await,
+                )?;
+                model.wrote(f, off, &data);
             }
             // Shrink to `off`, grow back: the cut part reads as zeros.
             6 => {
-                let full = content.len() as u64;
+                let full = model.files[f].1.len() as u64;
                 for size in [off, full] {
                     let set = weft_proto::types::SetAttr {
                         size: Some(size),
                         ..Default::default()
                     };
-                    client
-                        .setattr(*ino, set)
-                        .await
-                        .map_err(|e| format!("op {n}: truncate to {size} failed: {e}"))?;
+                    no_application_error::check(
+                        n,
+                        &format!("truncate to {size}"),
+                        client.setattr(ino, set).await,
+                    )?;
                 }
-                content[off as usize..].fill(0);
-                "truncate"
+                no_application_error::check(
+                    n,
+                    "fsync after a truncation",
+                    client.fsync(ino, false).await,
+                )?;
+                model.cut_and_regrown(f, off);
             }
             // A punched hole and a zeroed range read as zeros; space
             // reserved inside the file leaves the bytes as they were.
@@ -81,33 +88,29 @@ pub(super) async fn workload(
                         true,
                     ),
                 };
-                client
-                    .fallocate(*ino, off, len, how)
-                    .await
-                    .map_err(|e| format!("op {n}: {what} of {len} at {off} failed: {e}"))?;
+                no_application_error::check(
+                    n,
+                    &format!("{what} of {len} at {off}"),
+                    client.fallocate(ino, off, len, how).await,
+                )?;
+                no_application_error::check(
+                    n,
+                    &format!("fsync after a {what}"),
+                    client.fsync(ino, false).await,
+                )?;
                 if zeroes {
-                    content[off as usize..(off + len) as usize].fill(0);
+                    model.zeroed(f, off, len);
                 }
-                what
             }
             _ => {
-                let got = client
-                    .read(*ino, off, len as u32)
-                    .await
-                    .map_err(|e| format!("op {n}: read of {len} at {off} failed: {e}"))?;
-                let want = &content[off as usize..(off + len) as usize];
-                if got.as_ref() != want {
-                    return Err(format!(
-                        "op {n}: read of {len} at {off} of file {f} returned other bytes than were last written"
-                    ));
-                }
-                continue;
+                let got = no_application_error::check(
+                    n,
+                    &format!("read of {len} at {off}"),
+                    client.read(ino, off, len as u32).await,
+                )?;
+                reads_not_stale::check(model, n, f, (off, len), &got)?;
             }
-        };
-        client
-            .fsync(*ino, false)
-            .await
-            .map_err(|e| format!("op {n}: fsync after {what} failed: {e}"))?;
+        }
     }
     Ok(())
 }

@@ -45,7 +45,7 @@ async fn write_while_not_serving(world: &Arc<World>, for_secs: u64) -> Result<()
     if got.as_ref() != data.as_slice() {
         return Err("the file does not read back as written".into());
     }
-    converged(world, ino)
+    replicas_converge::check(world, ino)
 }
 
 #[test]

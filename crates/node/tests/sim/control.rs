@@ -12,7 +12,7 @@ use weft_quorum::disks;
 use super::endpoint::pool;
 use super::world::World;
 use super::{lock, QUORUM, SERVERS};
-use crate::resync::Resyncs;
+use weft_node::resync::Resyncs;
 
 /// The cluster manager and every server node's follow loop: liveness
 /// turned into disk states, configuration learned, resyncs run.

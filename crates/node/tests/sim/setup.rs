@@ -19,8 +19,8 @@ use weft_proto::types::Timespec;
 use super::endpoint::pool;
 use super::world::{Faults, World};
 use super::{BLOCK, CHAINS_PER_SIM_DISK, METAS, QUORUM, SERVERS};
-use crate::resync::chain_states;
-use crate::router::{Node, QuorumRole};
+use weft_node::resync::chain_states;
+use weft_node::router::{Node, QuorumRole};
 
 /// The cluster of a seed: its data `replicas`, and the shard's `witness`
 /// (an index in `METAS`), if it has one.
@@ -168,6 +168,7 @@ pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<Wo
     Arc::new(World {
         rng: Mutex::new(StdRng::seed_from_u64(seed)),
         routers,
+        handlers: Mutex::new(BTreeMap::new()),
         ids,
         down: Mutex::new(BTreeSet::new()),
         cuts: Mutex::new(BTreeSet::new()),
@@ -192,16 +193,16 @@ pub(super) fn build(seed: u64, replicas: usize, dir: &std::path::Path) -> Arc<Wo
     })
 }
 
-/// Each server node is wired as every node is (`crate::wiring`), its
+/// Each server node is wired as every node is (`weft_node::wiring`), its
 /// chain writes forwarded through its own endpoint (on the current
 /// runtime).
 pub(super) fn start_forwarders(world: &Arc<World>) {
     for addr in SERVERS {
         let w = Arc::downgrade(world);
-        let config: crate::barrier::ConfigSource =
+        let config: weft_node::barrier::ConfigSource =
             Arc::new(move || w.upgrade().map(|w| w.config()));
         let pools = |_: &str, _: usize| Arc::new(pool(world, addr));
-        crate::wiring::Wiring::new(
+        weft_node::wiring::Wiring::new(
             &world.routers[addr],
             &pools,
             config,

@@ -1,6 +1,8 @@
 //! One caller's end of the simulated network: every call is delayed,
 //! maybe lost before or after delivery, and refused across a cut link or
-//! to a crashed node, as the world's faults decide.
+//! to a crashed node, as the world's faults decide; a call to an address
+//! nothing serves is refused as a TCP connect is. It passes `weft-net`'s
+//! transport conformance suite (`transport_suite.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +47,13 @@ impl Transport for Endpoint {
                 world.roll()
             };
             tokio::time::sleep(Duration::from_millis(delay)).await;
+            // Nothing listens there: refused, as a TCP connect is.
+            if !world.serves(addr) {
+                return Err(NetError::Connect {
+                    addr: addr.to_string(),
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                });
+            }
             if lose_before || !world.reachable(&self.from, addr) {
                 return Err(gone());
             }
@@ -60,9 +69,14 @@ impl Transport for Endpoint {
     }
 }
 
-pub(super) fn pool(world: &Arc<World>, from: &str) -> Pool {
-    Pool::new(Secret::generate(), from, 1).with_transport(Arc::new(Endpoint {
+/// `from`'s end of the simulated network.
+pub(super) fn transport(world: &Arc<World>, from: &str) -> Arc<dyn Transport> {
+    Arc::new(Endpoint {
         from: from.to_string(),
         world: Arc::downgrade(world),
-    }))
+    })
+}
+
+pub(super) fn pool(world: &Arc<World>, from: &str) -> Pool {
+    Pool::new(Secret::generate(), from, 1).with_transport(transport(world, from))
 }

@@ -1,6 +1,9 @@
-//! The replicas of a seed's blocks, read straight off the NSD servers: every
-//! copy of a block (for a failing seed's report), and the check that every
-//! member of each block's chain holds the same bytes.
+//! **Replicas converge after healing**: once the faults stop and every disk
+//! is `up`, every member of each block's chain holds the same bytes
+//! (versions may differ: a write resent after its answer was lost bumps one
+//! replica twice). Read straight off the NSD servers, past the clients; a
+//! copy a move left behind on a disk that is no longer the chain's is not
+//! counted.
 
 use bytes::Bytes;
 use weft_net::Handler;
@@ -8,49 +11,11 @@ use weft_proto::msg::NsdRequest;
 use weft_proto::types::ChunkId;
 use weft_proto::{Request, Response};
 
-use super::world::World;
-use super::{BLOCK, FILE_BLOCKS, SERVERS};
+use super::super::world::World;
+use super::super::{BLOCK, FILE_BLOCKS, SERVERS};
 
-/// Every copy of one block: (NSD, (version, chain-table version), bytes).
-pub(super) fn copies(world: &World, ino: u64, block: u64) -> Vec<(String, (u64, u64), Bytes)> {
-    let cfg = world.config();
-    let mut out = Vec::new();
-    for n in &cfg.nsds {
-        let router = &world.routers[SERVERS[(n.node - 3) as usize]];
-        let (Response::ChunkVersions(all), _) = router.handle(
-            Request::Nsd(NsdRequest::ChunkVersions {
-                nsd: n.id,
-                after: None,
-                limit: 8192,
-                chain_ver: 0,
-            }),
-            Bytes::new(),
-        ) else {
-            continue;
-        };
-        for v in all
-            .iter()
-            .filter(|v| v.chunk.ino == ino && v.chunk.block == block)
-        {
-            let (_, data) = router.handle(
-                Request::Nsd(NsdRequest::Read {
-                    nsd: n.id,
-                    chunk: v.chunk,
-                    offset: 0,
-                    len: BLOCK,
-                    direct: false,
-                    chain_ver: 0,
-                }),
-                Bytes::new(),
-            );
-            out.push((n.name.clone(), (v.version, v.chain_ver), data));
-        }
-    }
-    out
-}
-
-/// Every member of each block's chain holds the same bytes and version.
-pub(super) fn converged(world: &World, ino: u64) -> Result<(), String> {
+/// Every member of each block's chain of file `ino` holds the same bytes.
+pub(crate) fn check(world: &World, ino: u64) -> Result<(), String> {
     let cfg = world.config();
     let table = &cfg.filesystems[0].chain_tables[0];
     for block in 0..FILE_BLOCKS {

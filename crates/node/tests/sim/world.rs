@@ -1,7 +1,8 @@
 //! The world of one simulated seed: the nodes behind each address, which
 //! are down and which links are cut, the cluster configuration the
-//! simulated manager commits (checking that chain-table versions only
-//! grow), the network's faults, and the delivery of a call to its node.
+//! simulated manager commits (`invariants::chain_versions_grow` checked at
+//! each), the network's faults, and the delivery of a call to its node
+//! (or to a plain handler, as the transport suite's).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -15,9 +16,10 @@ use weft_proto::msg::{NsdRequest, QuorumRequest};
 use weft_proto::{Request, Response};
 use weft_quorum::{disks, restripe};
 
+use super::invariants::chain_versions_grow;
 use super::{lock, QUORUM};
-use crate::resync::chain_states;
-use crate::router::Node;
+use weft_node::resync::chain_states;
+use weft_node::router::Node;
 
 /// What the network does to one call.
 pub(super) struct Faults {
@@ -31,6 +33,8 @@ pub(super) struct Faults {
 pub(super) struct World {
     pub(super) rng: Mutex<StdRng>,
     pub(super) routers: BTreeMap<String, Arc<Node>>,
+    /// Plain handlers served at other addresses (the transport suite's).
+    pub(super) handlers: Mutex<BTreeMap<String, Arc<dyn Handler>>>,
     /// Node id of each server address.
     pub(super) ids: BTreeMap<String, u32>,
     pub(super) down: Mutex<BTreeSet<String>>,
@@ -80,6 +84,11 @@ impl World {
         (delay, r.gen_bool(f.lose_before), r.gen_bool(f.lose_after))
     }
 
+    /// Whether anything answers at `addr`.
+    pub(super) fn serves(&self, addr: &str) -> bool {
+        addr == QUORUM || self.routers.contains_key(addr) || lock(&self.handlers).contains_key(addr)
+    }
+
     pub(super) fn reachable(&self, from: &str, to: &str) -> bool {
         let down = lock(&self.down);
         !down.contains(from)
@@ -125,12 +134,8 @@ impl World {
                 .collect::<Vec<_>>()
         ));
         let after = c.filesystems[0].chain_tables.iter().map(|t| t.version);
-        if before
-            .iter()
-            .zip(after)
-            .any(|((b, must), a)| a < *b || (*must && a == *b))
-        {
-            lock(&self.broken).push("a chain-table version did not grow".into());
+        if let Err(e) = chain_versions_grow::after_disk_states(&before, after) {
+            lock(&self.broken).push(e);
         }
     }
 
@@ -152,8 +157,8 @@ impl World {
             c.filesystems[0].chain_tables[0].chains
         ));
         let after = c.filesystems[0].chain_tables.iter().map(|t| t.version);
-        if before.iter().zip(after).any(|(b, a)| a < *b) {
-            lock(&self.broken).push("a chain-table version went back".into());
+        if let Err(e) = chain_versions_grow::after_membership(&before, after) {
+            lock(&self.broken).push(e);
         }
     }
 
@@ -257,7 +262,7 @@ impl World {
                     // A chain write: the node's forwarder, awaited here as the
                     // request thread's `block_on` does.
                     (Request::Nsd(w), Some(s), Some((f, _)))
-                        if crate::router::is_chain_write(&w) =>
+                        if weft_node::router::is_chain_write(&w) =>
                     {
                         self.forwarded
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -280,13 +285,19 @@ impl World {
                 }
                 answer
             }
-            None => (
-                Response::Error(weft_proto::RemoteError::new(
-                    weft_proto::ErrorKind::NoService,
-                    format!("no node at {addr}"),
-                )),
-                Bytes::new(),
-            ),
+            None => {
+                let handler = lock(&self.handlers).get(addr).cloned();
+                match handler {
+                    Some(h) => h.handle(req, data),
+                    None => (
+                        Response::Error(weft_proto::RemoteError::new(
+                            weft_proto::ErrorKind::NoService,
+                            format!("no node at {addr}"),
+                        )),
+                        Bytes::new(),
+                    ),
+                }
+            }
         }
     }
 }

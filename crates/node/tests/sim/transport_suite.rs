@@ -1,0 +1,37 @@
+//! The simulated network passes `weft-net`'s transport conformance suite,
+//! as TCP does (`crates/net/tests/transport.rs`): an answer and its bulk
+//! data come back whole, a refusal keeps its kind, many calls in flight
+//! each get their own answer, and a call to an address nothing serves is a
+//! retryable error. The seeds' findings hold for the real network only as
+//! far as the two agree.
+
+use super::*;
+use endpoint::transport;
+
+#[test]
+fn the_simulated_network_passes_the_transport_suite() {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("temporary directory: {e}"),
+    };
+    let world = build(0, 2, dir.path());
+    {
+        // Delays stay; losses are the seeds' business, not the suite's.
+        let mut f = lock(&world.faults);
+        f.lose_before = 0.0;
+        f.lose_after = 0.0;
+    }
+    lock(&world.handlers).insert("suite:1".into(), weft_net::conformance::suite_handler());
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    let t = transport(&world, "c:1");
+    if let Err(e) = rt.block_on(weft_net::conformance::run_all(&*t, "suite:1", "nobody:1")) {
+        panic!("the simulated network fails the transport suite: {e}");
+    }
+}
