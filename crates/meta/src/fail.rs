@@ -72,6 +72,14 @@ pub(crate) enum OpError {
     /// A replicated shard's Raft group failed.
     #[error("shard replication: {reason}")]
     Replication { reason: String },
+    /// A call to the shard's Raft group (openraft) failed: `what` it was
+    /// doing, and openraft's error.
+    #[error("shard replication: {what}: {source}")]
+    Raft {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Another shard answered something this one cannot use.
     #[error("shard {shard}: {reason}")]
     Peer {
@@ -102,7 +110,8 @@ impl OpError {
             }
             e @ (OpError::NoMajority { .. }
             | OpError::LeaderLost { .. }
-            | OpError::Replication { .. }) => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),
+            | OpError::Replication { .. }
+            | OpError::Raft { .. }) => RemoteError::new(ErrorKind::NoQuorum, e.to_string()),
             e @ OpError::PeerAway { .. } => RemoteError::new(ErrorKind::NoService, e.to_string()),
             other => RemoteError::new(ErrorKind::Io, other.to_string()),
         }
@@ -136,7 +145,10 @@ impl OpError {
     pub(crate) fn is_unsure(&self) -> bool {
         matches!(
             self,
-            OpError::NoMajority { .. } | OpError::LeaderLost { .. } | OpError::Replication { .. }
+            OpError::NoMajority { .. }
+                | OpError::LeaderLost { .. }
+                | OpError::Replication { .. }
+                | OpError::Raft { .. }
         )
     }
 }
@@ -221,6 +233,36 @@ mod tests {
         // The client resends it as a change that may have been done.
         assert_eq!(lost.into_remote().kind, ErrorKind::NoQuorum);
         assert!(!OpError::Locked { txid: 1 }.is_unsure());
+    }
+
+    #[test]
+    fn causes_stay_reachable_as_sources() {
+        use std::error::Error;
+        let raft = OpError::Raft {
+            what: "committing a change".into(),
+            source: Box::new(std::io::Error::other("the group stopped")),
+        };
+        assert_eq!(
+            raft.source().map(|s| s.to_string()).as_deref(),
+            Some("the group stopped")
+        );
+        assert!(raft.is_unsure(), "handed to the group: it may commit");
+        assert_eq!(raft.into_remote().kind, ErrorKind::NoQuorum);
+        let Err(source) = postcard::from_bytes::<u64>(&[]) else {
+            panic!("an empty record decoded");
+        };
+        let codec = OpError::Codec {
+            what: "inode 9: undecodable record".into(),
+            source,
+        };
+        assert!(codec.source().is_some());
+        let r = codec.into_remote();
+        assert_eq!(r.kind, ErrorKind::Io);
+        assert!(
+            r.message.starts_with("inode 9: undecodable record: "),
+            "{}",
+            r.message
+        );
     }
 
     #[test]

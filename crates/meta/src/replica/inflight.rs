@@ -77,8 +77,9 @@ async fn write(raft: Raft<ShardRaft>, timeout_ms: u64, changes: Changes) -> Resu
         Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
             Err(no_longer_leads(f.leader_node))
         }
-        Ok(Err(e)) => Err(OpError::Replication {
-            reason: e.to_string(),
+        Ok(Err(e)) => Err(OpError::Raft {
+            what: "committing a change".into(),
+            source: Box::new(e),
         }),
         Err(_) => Err(OpError::NoMajority {
             waited_ms: timeout_ms,
@@ -174,8 +175,9 @@ impl ShardGroup {
             Ok(rx) => Ok(Submitted { seq, rx }),
             Err(e) => {
                 self.pending().broken = true;
-                Err(OpError::Replication {
-                    reason: e.to_string(),
+                Err(OpError::Raft {
+                    what: "handing a change to the group".into(),
+                    source: Box::new(e),
                 })
             }
         }
@@ -192,8 +194,9 @@ impl ShardGroup {
             Ok(Ok(Err(ClientWriteError::ForwardToLeader(f)))) => {
                 Err(no_longer_leads(f.leader_node))
             }
-            Ok(Ok(Err(e))) => Err(OpError::Replication {
-                reason: e.to_string(),
+            Ok(Ok(Err(e))) => Err(OpError::Raft {
+                what: "committing a change".into(),
+                source: Box::new(e),
             }),
             Ok(Err(_)) => Err(OpError::Replication {
                 reason: "the shard's Raft stopped".into(),

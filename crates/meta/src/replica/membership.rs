@@ -63,8 +63,10 @@ impl ShardGroup {
         let deadline = std::time::Instant::now() + LEARNER_WAIT;
         let failed = |what: String| OpError::Replication { reason: what };
         if m.snapshot.map(|s| s.index) < applied || m.snapshot.is_none() {
-            block(&self.rt, self.raft.trigger().snapshot())
-                .map_err(|e| failed(format!("writing a snapshot of the shard: {e}")))?;
+            block(&self.rt, self.raft.trigger().snapshot()).map_err(|e| OpError::Raft {
+                what: "writing a snapshot of the shard".into(),
+                source: Box::new(e),
+            })?;
         }
         let upto = loop {
             let m = self.raft.metrics().borrow().clone();
@@ -105,8 +107,9 @@ impl ShardGroup {
         let m = self.raft.metrics().borrow().clone();
         if m.membership_config.membership().get_node(&member).is_none() {
             let add = self.raft.add_learner(member, BasicNode::new(addr), false);
-            block(&self.rt, add).map_err(|e| OpError::Replication {
-                reason: format!("adding member {member} as a learner: {e}"),
+            block(&self.rt, add).map_err(|e| OpError::Raft {
+                what: format!("adding member {member} as a learner"),
+                source: Box::new(e),
             })?;
         }
         let deadline = std::time::Instant::now() + wait;
@@ -166,8 +169,9 @@ impl ShardGroup {
                     what: "this replica no longer leads the shard; ask the new leader".into(),
                 })
             }
-            Err(e) => Err(OpError::Replication {
-                reason: format!("changing the shard's members: {e}"),
+            Err(e) => Err(OpError::Raft {
+                what: "changing the shard's members".into(),
+                source: Box::new(e),
             }),
         }
     }
