@@ -50,24 +50,7 @@ async fn write_while_not_serving(world: &Arc<World>, for_secs: u64) -> Result<()
 
 #[test]
 fn a_disk_not_served_yet_is_waited_for_not_taken_down() {
-    let dir = match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => panic!("temporary directory: {e}"),
-    };
-    let world = build(7, 2, dir.path());
-    {
-        let mut f = lock(&world.faults);
-        f.lose_before = 0.0;
-        f.lose_after = 0.0;
-    }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("runtime: {e}"),
-    };
+    let (_dir, world, rt) = super::setup::lossless(7);
     let run = async {
         super::shard::start_shard(&world, 7).await;
         write_while_not_serving(&world, 3).await

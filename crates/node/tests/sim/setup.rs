@@ -210,3 +210,28 @@ pub(super) fn start_forwarders(world: &Arc<World>) {
         );
     }
 }
+
+/// A world of `seed` that loses no call (delays stay), its stores in a
+/// fresh directory, and a single-threaded runtime on paused time: what a
+/// test of one behaviour, rather than a seed's faults, runs on.
+pub(super) fn lossless(seed: u64) -> (tempfile::TempDir, Arc<World>, tokio::runtime::Runtime) {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => panic!("temporary directory: {e}"),
+    };
+    let world = build(seed, 2, dir.path());
+    {
+        let mut f = super::lock(&world.faults);
+        f.lose_before = 0.0;
+        f.lose_after = 0.0;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    (dir, world, rt)
+}

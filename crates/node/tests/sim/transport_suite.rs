@@ -10,26 +10,9 @@ use endpoint::transport;
 
 #[test]
 fn the_simulated_network_passes_the_transport_suite() {
-    let dir = match tempfile::tempdir() {
-        Ok(d) => d,
-        Err(e) => panic!("temporary directory: {e}"),
-    };
-    let world = build(0, 2, dir.path());
-    {
-        // Delays stay; losses are the seeds' business, not the suite's.
-        let mut f = lock(&world.faults);
-        f.lose_before = 0.0;
-        f.lose_after = 0.0;
-    }
+    // Delays stay; losses are the seeds' business, not the suite's.
+    let (_dir, world, rt) = super::setup::lossless(0);
     lock(&world.handlers).insert("suite:1".into(), weft_net::conformance::suite_handler());
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("runtime: {e}"),
-    };
     let t = transport(&world, "c:1");
     if let Err(e) = rt.block_on(weft_net::conformance::run_all(&*t, "suite:1", "nobody:1")) {
         panic!("the simulated network fails the transport suite: {e}");
